@@ -1,0 +1,42 @@
+"""refdecoder: the exact reference for structured-generation token masks.
+
+Specs (``JsonSchema``, ``Regex``, ``Gbnf``, ``Choice``) compile to a :class:`Grammar` over bytes; a
+:class:`TokenGrammar` lifts it to a vocabulary (token masks), and :class:`Matcher` is one sequence's
+handle. Nothing here reads files or prints (STYLE §5).
+"""
+
+from ._compile import compile, compile_choice, compile_gbnf, compile_json_schema, compile_regex
+from .errors import (
+    LimitExceeded,
+    MaskcertError,
+    NoValidToken,
+    SpecError,
+    StateError,
+    Unsupported,
+    VocabularyError,
+)
+from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec, State
+
+__all__ = [
+    "compile",
+    "compile_choice",
+    "compile_gbnf",
+    "compile_json_schema",
+    "compile_regex",
+    "Choice",
+    "Gbnf",
+    "Grammar",
+    "JsonProfile",
+    "JsonSchema",
+    "Limits",
+    "Regex",
+    "Spec",
+    "State",
+    "LimitExceeded",
+    "MaskcertError",
+    "NoValidToken",
+    "SpecError",
+    "StateError",
+    "Unsupported",
+    "VocabularyError",
+]

@@ -1,0 +1,308 @@
+"""The grammar IR: a recursive transition network whose terminals are trim byte lexemes (DESIGN §2).
+
+Theory of operation
+-------------------
+A grammar is a list of *nodes*; a node is one of
+
+* ``Lex(lexeme)`` — a terminal: a byte automaton (``_lexeme.Lexeme``); the only node that reads bytes;
+* ``Seq(items)`` — the items one after another;
+* ``Alt(options)`` — any one option;
+* ``Repeat(item, min, max)`` — ``item`` between ``min`` and ``max`` times (``max=None``: unbounded);
+* a *custom* node (``CustomNode``) — a finite description of a structure that would explode as plain
+  rules, e.g. a JSON object whose properties may come in any order (the node's local state remembers
+  which keys were seen instead of enumerating permutations).
+
+Every non-lexical node speaks one tiny protocol: ``enter() -> local`` and ``actions(local)``, a tuple of
+``(CALL, child, resume_local)`` and ``(RETURN,)`` actions. The parser (``_parser``) runs the network as a
+nondeterministic pushdown automaton whose configuration is a *set of stacks* of ``(node, local)``
+frames — the classic RTN/GLR view, with stacks deduplicated as values. A call whose resume point can
+only return is a tail call and does not grow the stack, so right recursion runs in constant stack.
+
+Exactness rests on two static facts checked by :meth:`GrammarBuilder.finish`:
+
+1. every reachable node is *productive* (derives at least one byte string) — unproductive options are
+   pruned, so every stack the parser keeps can be completed; together with trim lexemes this makes
+   "some stack survives" equivalent to "the bytes read are a viable prefix" (no dead ends);
+2. there is no *left recursion* (a node reaching itself through calls without reading a byte); such
+   grammars are refused, as llama.cpp refuses them, because the stack set would be infinite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, Union, runtime_checkable
+
+from ._lexeme import Lexeme
+from .errors import SpecError, Unsupported
+
+__all__ = [
+    "CALL",
+    "RETURN",
+    "Action",
+    "Lex",
+    "Seq",
+    "Alt",
+    "Repeat",
+    "CustomNode",
+    "Node",
+    "GrammarBuilder",
+    "Network",
+]
+
+CALL = 0
+RETURN = 1
+Action = tuple  # (CALL, child: int, resume: Hashable) | (RETURN,)
+_RET: tuple[int] = (RETURN,)
+
+
+@dataclass(frozen=True)
+class Lex:
+    lexeme: Lexeme
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[int, ...]
+
+    def enter(self) -> int:
+        return 0
+
+    def actions(self, local: int) -> tuple[Action, ...]:
+        if local == len(self.items):
+            return (_RET,)
+        return ((CALL, self.items[local], local + 1),)
+
+
+@dataclass(frozen=True)
+class Alt:
+    options: tuple[int, ...]
+
+    def enter(self) -> int:
+        return -1
+
+    def actions(self, local: int) -> tuple[Action, ...]:
+        if local == -1:
+            return tuple((CALL, o, 0) for o in self.options)
+        return (_RET,)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: int
+    min: int
+    max: int | None
+
+    def enter(self) -> int:
+        return 0
+
+    def actions(self, count: int) -> tuple[Action, ...]:
+        out: list[Action] = []
+        if count >= self.min:
+            out.append(_RET)
+        if self.max is None:
+            # Counts beyond ``min`` are indistinguishable: saturate so the local state stays finite.
+            out.append((CALL, self.item, min(count + 1, self.min)))
+        elif count < self.max:
+            out.append((CALL, self.item, count + 1))
+        return tuple(out)
+
+
+@runtime_checkable
+class CustomNode(Protocol):
+    """A structured node with its own finite local states.
+
+    ``children()`` lists every node it may call; ``nullable(is_nullable)`` / ``productive(is_productive)``
+    answer the static questions given the answers for children; ``left_calls(is_nullable)`` lists the
+    children it may call before reading a byte. ``actions`` must only call productive children and
+    only resume into locals from which the node can still return (the builder guarantees children are
+    productive before ``prune`` is called with the productive set).
+    """
+
+    def enter(self) -> Hashable: ...
+
+    def actions(self, local: Hashable) -> tuple[Action, ...]: ...
+
+    def children(self) -> tuple[int, ...]: ...
+
+    def nullable(self, is_nullable: Callable[[int], bool]) -> bool: ...
+
+    def productive(self, is_productive: Callable[[int], bool]) -> bool: ...
+
+    def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]: ...
+
+    def prune(self, is_productive: Callable[[int], bool]) -> CustomNode: ...
+
+
+Node = Union[Lex, Seq, Alt, Repeat, CustomNode]
+
+
+@dataclass(frozen=True)
+class Network:
+    """A finished, checked grammar network. ``root`` is a node id; ``empty`` means L = ∅."""
+
+    nodes: tuple[Node, ...]
+    root: int
+    empty: bool
+
+
+class GrammarBuilder:
+    """Allocates node ids (forward references allowed for recursion), then checks and prunes."""
+
+    def __init__(self) -> None:
+        self._nodes: list[Node | None] = []
+        self._lex_cache: dict[Hashable, int] = {}
+
+    def reserve(self) -> int:
+        self._nodes.append(None)
+        return len(self._nodes) - 1
+
+    def define(self, node_id: int, node: Node) -> int:
+        if self._nodes[node_id] is not None:
+            raise SpecError("node defined twice", f"node {node_id}", "one definition per reserved node")
+        self._nodes[node_id] = node
+        return node_id
+
+    def add(self, node: Node) -> int:
+        return self.define(self.reserve(), node)
+
+    def lex(self, lexeme: Lexeme) -> int:
+        key = lexeme.key
+        if key not in self._lex_cache:
+            self._lex_cache[key] = self.add(Lex(lexeme))
+        return self._lex_cache[key]
+
+    def seq(self, items: Sequence[int]) -> int:
+        items = tuple(items)
+        return items[0] if len(items) == 1 else self.add(Seq(items))
+
+    def alt(self, options: Sequence[int]) -> int:
+        opts = tuple(dict.fromkeys(options))
+        return opts[0] if len(opts) == 1 else self.add(Alt(opts))
+
+    def repeat(self, item: int, lo: int, hi: int | None) -> int:
+        return self.add(Repeat(item, lo, hi))
+
+    def node(self, node_id: int) -> Node:
+        n = self._nodes[node_id]
+        if n is None:
+            raise SpecError("node used but never defined", f"node {node_id}", "a definition")
+        return n
+
+    # -- static analysis ----------------------------------------------------------------------
+    def finish(self, root: int) -> Network:
+        nodes: list[Node] = [self.node(i) for i in range(len(self._nodes))]
+        nullable = _fixpoint(nodes, _nullable_rule)
+        productive = _fixpoint(nodes, _productive_rule)
+        _check_left_recursion(nodes, nullable)
+
+        def is_prod(i: int) -> bool:
+            return productive[i]
+
+        pruned: list[Node] = []
+        for n in nodes:
+            if isinstance(n, Alt):
+                opts = tuple(o for o in n.options if productive[o])
+                pruned.append(Alt(opts))
+            elif isinstance(n, Repeat) and not productive[n.item]:
+                pruned.append(Repeat(n.item, 0, 0))
+            elif isinstance(n, (Lex, Seq)):
+                pruned.append(n)
+            else:
+                assert isinstance(n, CustomNode)
+                pruned.append(n.prune(is_prod))
+        return Network(tuple(pruned), root, not productive[root])
+
+
+def _children(n: Node) -> tuple[int, ...]:
+    if isinstance(n, Lex):
+        return ()
+    if isinstance(n, Seq):
+        return n.items
+    if isinstance(n, Alt):
+        return n.options
+    if isinstance(n, Repeat):
+        return (n.item,)
+    return n.children()
+
+
+def _nullable_rule(n: Node, known: list[bool]) -> bool:
+    if isinstance(n, Lex):
+        return n.lexeme.is_final(n.lexeme.start())
+    if isinstance(n, Seq):
+        return all(known[i] for i in n.items)
+    if isinstance(n, Alt):
+        return any(known[i] for i in n.options)
+    if isinstance(n, Repeat):
+        return n.min == 0 or known[n.item]
+    return n.nullable(lambda i: known[i])
+
+
+def _productive_rule(n: Node, known: list[bool]) -> bool:
+    if isinstance(n, Lex):
+        return True  # lexemes are trim, hence non-empty
+    if isinstance(n, Seq):
+        return all(known[i] for i in n.items)
+    if isinstance(n, Alt):
+        return any(known[i] for i in n.options)
+    if isinstance(n, Repeat):
+        return n.min == 0 or known[n.item]
+    return n.productive(lambda i: known[i])
+
+
+def _fixpoint(nodes: list[Node], rule: Callable[[Node, list[bool]], bool]) -> list[bool]:
+    """Least fixpoint of a monotone boolean property (nullable / productive), by iteration."""
+    known = [False] * len(nodes)
+    changed = True
+    while changed:
+        changed = False
+        for i, n in enumerate(nodes):
+            if not known[i] and rule(n, known):
+                known[i] = True
+                changed = True
+    return known
+
+
+def _left_calls(n: Node, nullable: list[bool]) -> tuple[int, ...]:
+    if isinstance(n, Lex):
+        return ()
+    if isinstance(n, Seq):
+        out = []
+        for i in n.items:
+            out.append(i)
+            if not nullable[i]:
+                break
+        return tuple(out)
+    if isinstance(n, (Alt, Repeat)):
+        return _children(n)
+    return n.left_calls(lambda i: nullable[i])
+
+
+def _check_left_recursion(nodes: list[Node], nullable: list[bool]) -> None:
+    """Refuse a node that can call itself before reading a byte (Tarjan-free DFS with colours)."""
+    graph = [_left_calls(n, nullable) for n in nodes]
+    WHITE, GREY, BLACK = 0, 1, 2
+    colour = [WHITE] * len(nodes)
+    for start in range(len(nodes)):
+        if colour[start] != WHITE:
+            continue
+        stack: list[tuple[int, int]] = [(start, 0)]
+        colour[start] = GREY
+        while stack:
+            v, i = stack[-1]
+            if i < len(graph[v]):
+                stack[-1] = (v, i + 1)
+                w = graph[v][i]
+                if colour[w] == GREY:
+                    raise Unsupported(
+                        "left-recursion",
+                        f"node {w}",
+                        "the grammar can reach the same rule again without reading a byte; "
+                        "rewrite it right-recursively or with repetition",
+                    )
+                if colour[w] == WHITE:
+                    colour[w] = GREY
+                    stack.append((w, 0))
+            else:
+                colour[v] = BLACK
+                stack.pop()

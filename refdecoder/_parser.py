@@ -1,0 +1,198 @@
+"""The exact byte-level matcher over a grammar network (DESIGN §2).
+
+The network (``_ir``) is run as a nondeterministic pushdown automaton — a recursive transition network
+in the sense of Woods (1970), simulated breadth-first like a GLR parser without the graph-structured
+stack: the configuration is the *set* of stacks that are still alive, each stack a tuple of
+``(node_id, local)`` frames whose top frame is a lexeme frame ``(lex_node_id, lexeme_state)``.
+
+* ``_closure`` expands non-lexical frames (calls and returns, no bytes read) until every stack's top is
+  a lexeme frame; a stack that returns from the root marks the configuration *accepting*.
+* ``step`` feeds one byte to every top lexeme frame; frames whose lexeme dies are dropped; a lexeme
+  that reaches a final state may also return to its caller (then closure again).
+
+Because every stack is completable (trim lexemes, productive nodes: see ``_ir``), the configuration is
+non-empty iff the bytes read are a viable prefix — the matcher never reports a dead end as alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from ._ir import CALL, Lex, Network
+from ._lexeme import ByteDFA
+from .errors import LimitExceeded
+
+__all__ = ["State", "Parser", "Frame", "Stack"]
+
+Frame = tuple[int, Any]
+Stack = tuple[Frame, ...]
+
+
+class State:
+    """An immutable matcher state: the live stacks and whether the bytes read are in the language.
+
+    Forking is assignment; equal states have equal futures. ``id`` is a short stable digest used in
+    error messages and reports.
+    """
+
+    __slots__ = ("stacks", "accepting", "_hash")
+
+    def __init__(self, stacks: frozenset[Stack], accepting: bool) -> None:
+        self.stacks = stacks
+        self.accepting = accepting
+        self._hash = hash((stacks, accepting))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, State)
+            and self._hash == other._hash
+            and self.accepting == other.accepting
+            and self.stacks == other.stacks
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, "_hash"):
+            raise AttributeError("State is immutable")
+        object.__setattr__(self, name, value)
+
+    @property
+    def is_dead(self) -> bool:
+        return not self.stacks and not self.accepting
+
+    @property
+    def id(self) -> str:
+        return f"{self._hash & 0xFFFFFFFFFFFF:012x}"
+
+    def __repr__(self) -> str:
+        return f"State(id={self.id}, stacks={len(self.stacks)}, accepting={self.accepting})"
+
+
+class Parser:
+    """Runs a :class:`Network`. Pure functions of states; caches are memo tables only."""
+
+    def __init__(self, network: Network, max_stacks: int = 4096, max_depth: int = 100_000) -> None:
+        self.network = network
+        self.max_stacks = max_stacks
+        self.max_depth = max_depth
+        self._actions: dict[tuple[int, Hashable], tuple[Any, ...]] = {}
+        self._enter: dict[int, Hashable] = {}
+        self._initial: State | None = None
+
+    # -- network access with memo tables ----------------------------------------------------------
+    def _node_actions(self, node_id: int, local: Hashable) -> tuple[Any, ...]:
+        key = (node_id, local)
+        acts = self._actions.get(key)
+        if acts is None:
+            node = self.network.nodes[node_id]
+            acts = node.actions(local)  # type: ignore[union-attr]
+            self._actions[key] = acts
+        return acts
+
+    def _entry(self, node_id: int) -> Hashable:
+        if node_id not in self._enter:
+            node = self.network.nodes[node_id]
+            if isinstance(node, Lex):
+                self._enter[node_id] = node.lexeme.start()
+            else:
+                self._enter[node_id] = node.enter()
+        return self._enter[node_id]
+
+    def _is_tail(self, node_id: int, local: Hashable) -> bool:
+        acts = self._node_actions(node_id, local)
+        return len(acts) == 1 and acts[0][0] != CALL
+
+    # -- closure and step -------------------------------------------------------------------------
+    def _closure(self, pending: list[Stack], out: set[Stack]) -> bool:
+        """Expand ``pending`` stacks (top frame not yet expanded) into ``out``; True if accepting."""
+        nodes = self.network.nodes
+        accepting = False
+        seen: set[Stack] = set()
+        while pending:
+            stack = pending.pop()
+            if stack in seen:
+                continue
+            seen.add(stack)
+            if not stack:
+                accepting = True
+                continue
+            node_id, local = stack[-1]
+            node = nodes[node_id]
+            if isinstance(node, Lex):
+                if _can_continue(node.lexeme, local):
+                    out.add(stack)
+                if len(out) > self.max_stacks:
+                    raise LimitExceeded("parser_stacks", len(out), self.max_stacks)
+                if node.lexeme.is_final(local):
+                    pending.append(stack[:-1])
+                continue
+            base = stack[:-1]
+            for act in self._node_actions(node_id, local):
+                if act[0] == CALL:
+                    child, resume = act[1], act[2]
+                    child_frame = (child, self._entry(child))
+                    if self._is_tail(node_id, resume):
+                        pending.append(base + (child_frame,))
+                    else:
+                        if len(stack) >= self.max_depth:
+                            raise LimitExceeded("nesting_depth", len(stack), self.max_depth)
+                        pending.append(base + ((node_id, resume), child_frame))
+                else:
+                    pending.append(base)
+        return accepting
+
+    def initial(self) -> State:
+        if self._initial is None:
+            if self.network.empty:
+                self._initial = State(frozenset(), False)
+            else:
+                root = self.network.root
+                out: set[Stack] = set()
+                acc = self._closure([((root, self._entry(root)),)], out)
+                self._initial = State(frozenset(out), acc)
+        return self._initial
+
+    def step(self, state: State, byte: int) -> State | None:
+        nodes = self.network.nodes
+        pending: list[Stack] = []
+        kept: set[Stack] = set()
+        for stack in state.stacks:
+            node_id, lstate = stack[-1]
+            lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
+            nxt = lexeme.step(lstate, byte)
+            if nxt is None:
+                continue
+            new = stack[:-1] + ((node_id, nxt),)
+            if _can_continue(lexeme, nxt):
+                kept.add(new)
+            if lexeme.is_final(nxt):
+                pending.append(stack[:-1])
+        accepting = self._closure(pending, kept) if pending else False
+        if not kept and not accepting:
+            return None
+        if len(kept) > self.max_stacks:
+            raise LimitExceeded("parser_stacks", len(kept), self.max_stacks)
+        return State(frozenset(kept), accepting)
+
+    def live_bytes(self, state: State) -> bytes:
+        """Bytes that some stack's top lexeme can read (a superset check is redone by ``step``)."""
+        nodes = self.network.nodes
+        acc: set[int] = set()
+        for stack in state.stacks:
+            node_id, lstate = stack[-1]
+            lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
+            if isinstance(lexeme, ByteDFA):
+                acc.update(lexeme.live_bytes(lstate))
+            else:
+                acc.update(b for b in range(256) if lexeme.step(lstate, b) is not None)
+        return bytes(sorted(acc))
+
+
+def _can_continue(lexeme: Any, lstate: Hashable) -> bool:
+    if isinstance(lexeme, ByteDFA):
+        return bool(lexeme.live_bytes(lstate))  # type: ignore[arg-type]
+    probe = getattr(lexeme, "can_continue", None)
+    return True if probe is None else bool(probe(lstate))

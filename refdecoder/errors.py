@@ -1,0 +1,87 @@
+"""One error hierarchy for all of maskcert (STYLE §6).
+
+Every error derives from :class:`MaskcertError` and from the builtin it most resembles, carries its
+data as fields, and says in its message what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "MaskcertError",
+    "SpecError",
+    "Unsupported",
+    "LimitExceeded",
+    "VocabularyError",
+    "NoValidToken",
+    "StateError",
+]
+
+
+class MaskcertError(Exception):
+    """Root of every error maskcert raises on purpose."""
+
+
+class SpecError(MaskcertError, ValueError):
+    """A spec (schema, regex, grammar, choice list) is malformed.
+
+    ``where`` names the input (a JSON pointer, a byte offset, a rule name), ``expected`` says what
+    would have been valid there.
+    """
+
+    def __init__(self, what: str, where: str, expected: str) -> None:
+        self.what = what
+        self.where = where
+        self.expected = expected
+        super().__init__(f"{what} at {where}: expected {expected}")
+
+
+class Unsupported(MaskcertError, ValueError):
+    """The reference cannot decide this construct exactly, so it refuses it instead of approximating."""
+
+    def __init__(self, keyword: str, json_pointer: str, reason: str) -> None:
+        self.keyword = keyword
+        self.json_pointer = json_pointer
+        self.reason = reason
+        super().__init__(f"unsupported {keyword!r} at {json_pointer or '/'}: {reason}")
+
+
+class LimitExceeded(MaskcertError, ValueError):
+    """A resource limit was hit; raise the limit (see ``Limits``) or simplify the spec."""
+
+    def __init__(self, limit: str, value: Any, bound: Any = None, where: str = "") -> None:
+        self.limit = limit
+        self.value = value
+        self.bound = bound
+        self.where = where
+        at = f" at {where}" if where else ""
+        of = f" (limit {bound})" if bound is not None else ""
+        super().__init__(f"limit {limit!r} exceeded{at}: {value}{of}")
+
+
+class VocabularyError(MaskcertError, ValueError):
+    """A tokenizer file is unknown or malformed."""
+
+    def __init__(self, path: str, expected: str, detail: str = "") -> None:
+        self.path = path
+        self.expected = expected
+        self.detail = detail
+        tail = f" ({detail})" if detail else ""
+        super().__init__(f"{path}: expected {expected}{tail}")
+
+
+class NoValidToken(MaskcertError, RuntimeError):
+    """The grammar allows no token in a row that must produce one: never a silent draw."""
+
+    def __init__(self, row: int, step: int | None = None, state_id: Any = None) -> None:
+        self.row = row
+        self.step = step
+        self.state_id = state_id
+        super().__init__(
+            f"NO_VALID_TOKEN: row {row} at step {step} (state {state_id!r}) has no grammar-allowed token"
+        )
+
+
+class StateError(MaskcertError, ValueError):
+    """An operation was asked of a matcher or state that cannot take it (e.g. rollback too far)."""

@@ -1,0 +1,216 @@
+"""Specs, limits and the :class:`Grammar` value every front-end compiles to.
+
+``Grammar`` answers, for byte strings, exactly the questions of DESIGN §1: is this a viable prefix of
+L(G) (``advance`` returns a state, never a dead end), is it in L(G) (``is_accepting``), and which bytes
+must come next (``forced_bytes``). States are immutable values (``_parser.State``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Union
+
+from ._ir import Network
+from ._parser import Parser, State
+from .errors import LimitExceeded, SpecError
+
+__all__ = [
+    "JsonProfile",
+    "Limits",
+    "JsonSchema",
+    "Regex",
+    "Gbnf",
+    "Choice",
+    "Spec",
+    "Grammar",
+    "State",
+    "Deadline",
+]
+
+
+@dataclass(frozen=True)
+class JsonProfile:
+    """What a JSON-producing engine allows on purpose (DESIGN §1 "languages, not opinions").
+
+    * ``whitespace``: ``"any"`` (RFC 8259 ws: space, tab, LF, CR, any amount), ``"none"``, or an int N —
+      at most N whitespace characters in each gap between tokens.
+    * ``property_order``: ``"any"`` (as JSON Schema says) or ``"schema"`` (declared properties appear in
+      the order the schema lists them; additional properties after them).
+    * ``additional_properties_default``: what an absent ``additionalProperties`` means (the spec: True).
+    * ``allow_duplicate_keys``: may an object repeat a key (default False; RFC 8259 says SHOULD be unique).
+    * ``unicode_escapes``: may strings use ``\\uXXXX`` escapes.
+    * ``formats``: ``"annotation"`` (draft 2020-12's default: ``format`` constrains nothing) or
+      ``"assert"`` (the formats maskcert implements exactly are enforced; others are refused).
+    """
+
+    whitespace: Literal["any", "none"] | int = "any"
+    property_order: Literal["any", "schema"] = "any"
+    additional_properties_default: bool = True
+    allow_duplicate_keys: bool = False
+    unicode_escapes: bool = True
+    formats: Literal["annotation", "assert"] = "annotation"
+
+    def __post_init__(self) -> None:
+        ws = self.whitespace
+        if not (ws in ("any", "none") or (isinstance(ws, int) and not isinstance(ws, bool) and ws >= 0)):
+            raise SpecError("bad JsonProfile.whitespace", repr(ws), '"any", "none" or an int >= 0')
+        if self.property_order not in ("any", "schema"):
+            raise SpecError("bad JsonProfile.property_order", repr(self.property_order), '"any" or "schema"')
+        if self.formats not in ("annotation", "assert"):
+            raise SpecError("bad JsonProfile.formats", repr(self.formats), '"annotation" or "assert"')
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits; each raises ``LimitExceeded(limit, value)`` when crossed."""
+
+    schema_bytes: int = 2_000_000
+    nesting_depth: int = 256
+    enum_size: int = 10_000
+    automaton_states: int = 50_000
+    parser_stacks: int = 4_096
+    compile_seconds: float = 30.0
+    object_properties: int = 512
+
+
+class Deadline:
+    """A compile-time budget; ``check()`` raises ``LimitExceeded('compile_seconds', ...)``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.start = time.monotonic()
+
+    def check(self, where: str = "") -> None:
+        elapsed = time.monotonic() - self.start
+        if elapsed > self.seconds:
+            raise LimitExceeded("compile_seconds", round(elapsed, 3), self.seconds, where)
+
+
+@dataclass(frozen=True, eq=False)
+class JsonSchema:
+    schema: dict[str, Any] | bool
+    profile: JsonProfile = field(default_factory=JsonProfile)
+
+    def canonical(self) -> str:
+        return "json-schema:" + _canon_json([self.schema, self.profile.as_dict()])
+
+
+@dataclass(frozen=True)
+class Regex:
+    pattern: str
+
+    def canonical(self) -> str:
+        return "regex:" + json.dumps(self.pattern)
+
+
+@dataclass(frozen=True)
+class Gbnf:
+    text: str
+    root: str = "root"
+
+    def canonical(self) -> str:
+        return "gbnf:" + json.dumps([self.text, self.root])
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple[str, ...]
+
+    def __init__(self, options: Sequence[str]) -> None:
+        if isinstance(options, str) or not all(isinstance(o, str) for o in options):
+            raise SpecError("bad Choice options", repr(options)[:80], "a sequence of str")
+        object.__setattr__(self, "options", tuple(options))
+
+    def canonical(self) -> str:
+        return "choice:" + json.dumps(sorted(set(self.options)))
+
+
+Spec = Union[JsonSchema, Regex, Gbnf, Choice]
+
+
+def _canon_json(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise SpecError("spec is not JSON", "/", f"JSON-serializable values ({e})") from e
+
+
+class Grammar:
+    """A compiled spec. All methods are pure functions of their arguments (memo tables aside)."""
+
+    def __init__(self, network: Network, spec: Spec, limits: Limits = Limits(), memo_size: int = 200_000):
+        self.spec = spec
+        self.limits = limits
+        self._parser = Parser(network, max_stacks=limits.parser_stacks)
+        self.fingerprint = hashlib.sha256(spec.canonical().encode()).hexdigest()
+        self._memo: OrderedDict[tuple[State, int], State | None] = OrderedDict()
+        self._memo_size = memo_size
+
+    @property
+    def network(self) -> Network:
+        return self._parser.network
+
+    def initial(self) -> State:
+        return self._parser.initial()
+
+    def advance_byte(self, state: State, byte: int) -> State | None:
+        key = (state, byte)
+        memo = self._memo
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+        nxt = self._parser.step(state, byte)
+        memo[key] = nxt
+        if len(memo) > self._memo_size:
+            memo.popitem(last=False)
+        return nxt
+
+    def advance(self, state: State, data: bytes) -> State | None:
+        s: State | None = state
+        for b in data:
+            assert s is not None
+            s = self.advance_byte(s, b)
+            if s is None:
+                return None
+        return s
+
+    def is_accepting(self, state: State) -> bool:
+        return state.accepting
+
+    def accepts(self, data: bytes) -> bool:
+        s = self.advance(self.initial(), data)
+        return s is not None and s.accepting
+
+    def is_viable(self, data: bytes) -> bool:
+        s = self.advance(self.initial(), data)
+        return s is not None and not s.is_dead
+
+    def live_bytes(self, state: State) -> bytes:
+        """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``."""
+        cand = self._parser.live_bytes(state)
+        return bytes(b for b in cand if self.advance_byte(state, b) is not None)
+
+    def forced_bytes(self, state: State, limit: int = 4096) -> bytes:
+        """The longest byte string every completion of ``state`` starts with."""
+        out = bytearray()
+        s = state
+        while len(out) < limit and not s.accepting:
+            live = self.live_bytes(s)
+            if len(live) != 1:
+                break
+            nxt = self.advance_byte(s, live[0])
+            assert nxt is not None
+            out.append(live[0])
+            s = nxt
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return f"Grammar({type(self.spec).__name__}, fingerprint={self.fingerprint[:12]})"
