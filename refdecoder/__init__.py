@@ -6,6 +6,8 @@ handle. Nothing here reads files or prints (STYLE §5).
 """
 
 from ._compile import compile, compile_choice, compile_gbnf, compile_json_schema, compile_regex
+from ._matcher import Accepted, Matcher, Outcome, Rejected
+from ._tokens import TERMINATED, TokenGrammar
 from .errors import (
     LimitExceeded,
     MaskcertError,
@@ -18,6 +20,12 @@ from .errors import (
 from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec, State
 
 __all__ = [
+    "Accepted",
+    "Matcher",
+    "Outcome",
+    "Rejected",
+    "TERMINATED",
+    "TokenGrammar",
     "compile",
     "compile_choice",
     "compile_gbnf",

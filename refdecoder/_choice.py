@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ._ir import GrammarBuilder, Network
 from ._lexeme import ByteDFA
-from .grammar import Choice, Limits
 from .errors import LimitExceeded
+from .grammar import Choice, Limits
 
 
 def compile_choice_network(spec: Choice, limits: Limits) -> Network:

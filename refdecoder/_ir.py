@@ -206,7 +206,7 @@ class GrammarBuilder:
                 pruned.append(Alt(opts))
             elif isinstance(n, Repeat) and not productive[n.item]:
                 pruned.append(Repeat(n.item, 0, 0))
-            elif isinstance(n, (Lex, Seq)):
+            elif isinstance(n, (Lex, Seq, Repeat)):
                 pruned.append(n)
             else:
                 assert isinstance(n, CustomNode)

@@ -88,7 +88,7 @@ class Parser:
         acts = self._actions.get(key)
         if acts is None:
             node = self.network.nodes[node_id]
-            acts = node.actions(local)  # type: ignore[union-attr]
+            acts = node.actions(local)  # type: ignore[union-attr,arg-type]
             self._actions[key] = acts
         return acts
 

@@ -1,0 +1,98 @@
+"""The backend contract (STYLE §7, §14): what an engine adapter offers to certification and serving.
+
+An adapter gives its backend *value semantics*: ``fork()`` returns an independent matcher, ``accept``
+never leaves a half-applied state behind (a backend whose reject is sticky is forked before probing),
+and every outcome is typed — ``Accepted | Rejected`` for tokens, ``Compiled | Refused`` for specs. Any
+other exception escaping backend code is a finding (``crash``), never swallowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union, runtime_checkable
+
+import numpy as np
+
+from refdecoder import JsonProfile, Spec
+from refdecoder._matcher import Accepted, Rejected
+
+__all__ = [
+    "Accepted",
+    "Rejected",
+    "TokenOutcome",
+    "Compiled",
+    "Refused",
+    "CompileOutcome",
+    "DeclaredProfile",
+    "Backend",
+    "BackendMatcher",
+]
+
+TokenOutcome = Union[Accepted, Rejected]
+
+
+@dataclass(frozen=True)
+class DeclaredProfile:
+    """What a backend claims to implement, so the reference computes the ideal mask for that language.
+
+    ``json``: the ``JsonProfile`` it follows; ``canonical_tokenization_only``: it only promises to
+    accept the tokenizer's own encoding of a valid string (so only ``completeness_canonical`` applies);
+    ``notes``: where in the backend's documentation each choice comes from.
+    """
+
+    json: JsonProfile = field(default_factory=JsonProfile)
+    canonical_tokenization_only: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    handle: Any
+    compile_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: str
+    keyword: str = ""
+    pointer: str = ""
+
+
+CompileOutcome = Union[Compiled, Refused]
+
+
+@runtime_checkable
+class BackendMatcher(Protocol):
+    def mask(self) -> np.ndarray: ...
+
+    def accept(self, token_id: int) -> TokenOutcome: ...
+
+    def is_accepting(self) -> bool: ...
+
+    def is_terminated(self) -> bool: ...
+
+    def rollback(self, k: int) -> None: ...
+
+    def fork(self) -> BackendMatcher: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    version: str
+    profile: DeclaredProfile
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome: ...
+
+    def matcher(self, compiled: Compiled) -> BackendMatcher: ...
+
+
+def optional_forced_bytes(m: BackendMatcher) -> bytes | None:
+    fn = getattr(m, "forced_bytes", None)
+    return None if fn is None else bytes(fn())
+
+
+def optional_validate(m: BackendMatcher, ids: Sequence[int]) -> int | None:
+    fn = getattr(m, "validate", None)
+    return None if fn is None else int(fn(list(ids)))

@@ -1,0 +1,1003 @@
+"""JSON Schema (draft 2020-12) front-end: schema -> shapes -> grammar network, exactly or not at all.
+
+Theory of operation
+-------------------
+A JSON Schema denotes a set of JSON values; the language is every serialization of those values that
+the ``JsonProfile`` allows. Compilation has two layers.
+
+1. **Shapes.** Every schema (sub-)expression is normalized to a :class:`Shape`: for each JSON type, the
+   exact set of values of that type it accepts — ``null`` (bool), ``boolean`` (a set), ``number`` (a
+   ``NumberPredicate``, integers included), ``string`` (a ``CodepointDFA`` over the decoded text), and
+   for containers a *union* of :class:`ArrayShape` / :class:`ObjectShape` whose members are themselves
+   schema expressions (so recursion through ``$ref`` stays finite). Each keyword is one small function
+   (``KEYWORDS``) returning the shape it alone allows; a schema is the intersection of its keywords'
+   shapes. ``allOf`` is intersection, ``anyOf`` union, ``not`` complement, ``oneOf`` and ``if``/``then``/
+   ``else`` boolean combinations. Scalars are closed under all of these (DFAs and numeric predicates);
+   containers are intersected structurally and complemented only where the result is still a union of
+   shapes. Anything else raises ``Unsupported`` — the reference never approximates.
+
+2. **Emission.** A shape becomes grammar nodes (``_ir``): literal and DFA lexemes for scalars, and two
+   custom nodes for containers whose local state is finite: :class:`ObjectNode` remembers which declared
+   keys were seen and how many members were read (no permutation explosion with ``property_order=any``),
+   :class:`ArrayNode` the index and the ``contains`` count.
+
+Schema expressions (``Expr``) are hashable: ``("loc", uri, pointer)`` for a schema in the document,
+``("and", frozenset)``, ``("not", expr)``, ``("const", canonical_json)``, ``TRUE``/``FALSE``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from itertools import product
+from typing import Any, Union
+from urllib.parse import unquote, urldefrag, urljoin
+
+from ._fsa import CodepointDFA
+from ._ir import Network
+from ._numbers import NumberPredicate
+from .errors import LimitExceeded, SpecError, Unsupported
+from .grammar import Deadline, JsonProfile, JsonSchema, Limits
+
+__all__ = ["compile_json_schema_network", "Shape", "ObjectShape", "ArrayShape"]
+
+Expr = Hashable
+TRUE: Expr = ("true",)
+FALSE: Expr = ("false",)
+
+# Keywords that only annotate (draft 2020-12 core/meta-data/content vocabularies): ignored.
+ANNOTATIONS = frozenset(
+    {
+        "$schema", "$id", "$comment", "$defs", "definitions", "$anchor", "$vocabulary",
+        "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+        "contentMediaType", "contentEncoding", "contentSchema",
+    }
+)  # fmt: skip
+
+_KNOWN_META = re.compile(r"^https?://json-schema\.org/(draft-0[3-7]|draft/20(19-09|20-12))/schema#?$")
+
+JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectShape:
+    """Objects: ``named`` keys with their full effective schema; other keys get the ``and`` of every
+    rule whose key language matches them (no rule matching: unconstrained)."""
+
+    named: tuple[tuple[str, Expr], ...] = ()
+    rules: tuple[tuple[CodepointDFA, Expr], ...] = ()
+    required: frozenset[str] = frozenset()
+    min_props: int = 0
+    max_props: int | None = None
+    key_lang: CodepointDFA | None = None  # propertyNames (None: any string)
+    dependent_required: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def named_dict(self) -> dict[str, Expr]:
+        return dict(self.named)
+
+    def eff(self, key: str) -> Expr:
+        """The effective schema of a concrete key."""
+        named = self.named_dict()
+        if key in named:
+            return named[key]
+        return and_exprs(e for lang, e in self.rules if lang.accepts(key))
+
+    def key_allowed(self, key: str) -> bool:
+        return self.key_lang is None or self.key_lang.accepts(key)
+
+
+@dataclass(frozen=True)
+class ArrayShape:
+    prefix: tuple[Expr, ...] = ()
+    items: Expr = TRUE
+    min_items: int = 0
+    max_items: int | None = None
+    contains: Expr | None = None
+    min_contains: int = 1
+    max_contains: int | None = None
+    contains_from: int = 0  # positions before this never count for ``contains``
+
+    def at(self, i: int) -> Expr:
+        return self.prefix[i] if i < len(self.prefix) else self.items
+
+
+@dataclass(frozen=True)
+class Shape:
+    null: bool
+    boolean: frozenset[bool]
+    number: NumberPredicate
+    string: CodepointDFA
+    arrays: tuple[ArrayShape, ...]
+    objects: tuple[ObjectShape, ...]
+
+
+ANY_ARRAY = ArrayShape()
+ANY_OBJECT = ObjectShape()
+
+
+def any_shape() -> Shape:
+    return Shape(True, frozenset({True, False}), NumberPredicate.any(), CodepointDFA.any_string(),
+                 (ANY_ARRAY,), (ANY_OBJECT,))  # fmt: skip
+
+
+def empty_shape() -> Shape:
+    return Shape(False, frozenset(), NumberPredicate.none(), CodepointDFA.empty(), (), ())
+
+
+def only(
+    *,
+    null: bool | None = None,
+    boolean: frozenset[bool] | None = None,
+    number: NumberPredicate | None = None,
+    string: CodepointDFA | None = None,
+    arrays: tuple[ArrayShape, ...] | None = None,
+    objects: tuple[ObjectShape, ...] | None = None,
+) -> Shape:
+    """A shape constraining only the given types; the others stay unconstrained."""
+    a = any_shape()
+    return Shape(
+        a.null if null is None else null,
+        a.boolean if boolean is None else boolean,
+        a.number if number is None else number,
+        a.string if string is None else string,
+        a.arrays if arrays is None else arrays,
+        a.objects if objects is None else objects,
+    )
+
+
+def and_exprs(exprs: Any) -> Expr:
+    items: set[Expr] = set()
+    for e in exprs:
+        if e == FALSE:
+            return FALSE
+        if e == TRUE:
+            continue
+        if isinstance(e, tuple) and e and e[0] == "and":
+            items.update(e[1])
+        else:
+            items.add(e)
+    if not items:
+        return TRUE
+    if len(items) == 1:
+        return next(iter(items))
+    return ("and", frozenset(items))
+
+
+def not_expr(e: Expr) -> Expr:
+    if e == TRUE:
+        return FALSE
+    if e == FALSE:
+        return TRUE
+    if isinstance(e, tuple) and e and e[0] == "not":
+        return e[1]
+    return ("not", e)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiler context: documents, $ref resolution, shape normalization (memoized)
+# ---------------------------------------------------------------------------------------------
+class Compiler:
+    def __init__(self, spec: JsonSchema, limits: Limits) -> None:
+        self.profile: JsonProfile = spec.profile
+        self.limits = limits
+        self.deadline = Deadline(limits.compile_seconds)
+        self.root_uri = "urn:maskcert:root"
+        self.resources: dict[str, Any] = {}  # absolute URI (no fragment) -> schema
+        self.anchors: dict[str, tuple[str, str]] = {}  # uri#anchor -> (resource uri, pointer)
+        self.base_of: dict[tuple[str, str], str] = {}  # (doc uri, pointer) -> base uri
+        self.docs: dict[str, Any] = {}
+        self._shapes: dict[Expr, Shape] = {}
+        self._in_progress: set[Expr] = set()
+        self._check_size(spec.schema)
+        self.docs[self.root_uri] = spec.schema
+        self._index(spec.schema, self.root_uri, self.root_uri, "", 0)
+
+    # -- input checks ---------------------------------------------------------------------------
+    def _check_size(self, schema: Any) -> None:
+        try:
+            text = json.dumps(schema, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise SpecError("schema is not JSON", "/", f"a JSON-serializable schema ({e})") from e
+        except RecursionError as e:
+            raise LimitExceeded("nesting_depth", ">recursion limit", self.limits.nesting_depth, "/") from e
+        if len(text) > self.limits.schema_bytes:
+            raise LimitExceeded("schema_bytes", len(text), self.limits.schema_bytes)
+        # Depth check without recursion.
+        stack: list[tuple[Any, int]] = [(schema, 0)]
+        while stack:
+            node, d = stack.pop()
+            if d > self.limits.nesting_depth:
+                raise LimitExceeded("nesting_depth", d, self.limits.nesting_depth)
+            if isinstance(node, dict):
+                stack.extend((v, d + 1) for v in node.values())
+            elif isinstance(node, list):
+                stack.extend((v, d + 1) for v in node)
+
+    def _index(self, node: Any, doc: str, base: str, ptr: str, depth: int) -> None:
+        """Record $id resources and $anchor names with their base URIs (iteratively deep)."""
+        if isinstance(node, dict):
+            if isinstance(node.get("$id"), str):
+                base = urldefrag(urljoin(base, node["$id"]))[0]
+                self.resources[base] = (doc, ptr)
+            if isinstance(node.get("$anchor"), str):
+                self.anchors[base + "#" + node["$anchor"]] = (doc, ptr)
+            if "$dynamicAnchor" in node and isinstance(node["$dynamicAnchor"], str):
+                self.anchors.setdefault(base + "#" + node["$dynamicAnchor"], (doc, ptr))
+            self.base_of[(doc, ptr)] = base
+            for k, v in node.items():
+                if k in ("enum", "const", "examples", "default"):
+                    continue
+                self._index(v, doc, base, f"{ptr}/{_esc(k)}", depth + 1)
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                self._index(v, doc, base, f"{ptr}/{i}", depth + 1)
+        if ptr == "":
+            self.resources.setdefault(base, (doc, ptr))
+
+    def schema_at(self, doc: str, ptr: str) -> Any:
+        node = self.docs[doc]
+        if ptr == "":
+            return node
+        for raw in ptr.split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SpecError("unresolvable JSON pointer", ptr, "a path to a subschema")
+        return node
+
+    def resolve_ref(self, ref: str, doc: str, ptr: str) -> Expr:
+        base = self.base_of.get((doc, ptr), self.root_uri)
+        target = urljoin(base, ref)
+        uri, frag = urldefrag(target)
+        if not uri:
+            uri = base
+        if uri not in self.resources:
+            raise Unsupported("$ref", ptr, f"reference {ref!r} resolves to {uri!r}, which is not in the schema "
+                              "(remote references are not fetched)")  # fmt: skip
+        rdoc, rptr = self.resources[uri]
+        frag = unquote(frag)
+        if frag == "" or frag.startswith("/"):
+            full = rptr + frag
+            self.schema_at(rdoc, full)
+            return ("loc", rdoc, full)
+        key = uri + "#" + frag
+        if key not in self.anchors:
+            raise SpecError("unknown $anchor in $ref", ptr, f"an anchor named {frag!r} under {uri!r}")
+        adoc, aptr = self.anchors[key]
+        return ("loc", adoc, aptr)
+
+    # -- normalization ----------------------------------------------------------------------------
+    def shape(self, expr: Expr) -> Shape:
+        cached = self._shapes.get(expr)
+        if cached is not None:
+            return cached
+        if expr in self._in_progress:
+            raise Unsupported("$ref", _where(expr), "the schema refers to itself without going through an "
+                              "object or array, so it does not describe any value")  # fmt: skip
+        self.deadline.check(_where(expr))
+        self._in_progress.add(expr)
+        try:
+            result = self._shape_uncached(expr)
+        finally:
+            self._in_progress.discard(expr)
+        self._shapes[expr] = result
+        return result
+
+    def _shape_uncached(self, expr: Expr) -> Shape:
+        if expr == TRUE:
+            return any_shape()
+        if expr == FALSE:
+            return empty_shape()
+        assert isinstance(expr, tuple)
+        tag = expr[0]
+        if tag == "and":
+            out = any_shape()
+            for e in sorted(expr[1], key=repr):
+                out = self.intersect(out, self.shape(e))
+            return out
+        if tag == "not":
+            return self.complement(self.shape(expr[1]), _where(expr))
+        if tag == "const":
+            return self.shape_of_value(json.loads(expr[1]))
+        if tag == "loc":
+            return self.shape_of_schema(expr[1], expr[2])
+        raise AssertionError(expr)
+
+    def shape_of_schema(self, doc: str, ptr: str) -> Shape:
+        schema = self.schema_at(doc, ptr)
+        if schema is True:
+            return any_shape()
+        if schema is False:
+            return empty_shape()
+        if not isinstance(schema, dict):
+            raise SpecError("schema must be an object or a boolean", ptr or "/", "a JSON object or true/false")
+        ctx = Ctx(self, doc, ptr, schema)
+        meta = schema.get("$schema")
+        if meta is not None and not (isinstance(meta, str) and _KNOWN_META.match(meta)):
+            raise Unsupported("$schema", ctx.at("$schema"), f"meta-schema {meta!r} may declare other vocabularies; "
+                              "only json-schema.org meta-schemas are understood (read with 2020-12 semantics)")  # fmt: skip
+        out = any_shape()
+        if not self.profile.additional_properties_default and "additionalProperties" not in schema and (
+            "properties" in schema or "patternProperties" in schema
+        ):
+            # The profile reads an absent additionalProperties as false (engines' "strict" mode).
+            out = self.intersect(out, only(objects=(_additional(ctx, FALSE),)))
+        for kw in sorted(schema):
+            if kw in ANNOTATIONS:
+                continue
+            fn = KEYWORDS.get(kw)
+            if fn is None:
+                if kw in REFUSED:
+                    raise Unsupported(kw, f"{ptr}/{_esc(kw)}", REFUSED[kw])
+                continue  # unknown keywords are annotations in 2020-12
+            part = fn(ctx, schema[kw], schema)
+            if part is not None:
+                out = self.intersect(out, part)
+        return out
+
+    def shape_of_value(self, v: Any) -> Shape:
+        """The shape accepting exactly the JSON value ``v`` (numbers by mathematical value)."""
+        e = empty_shape()
+        if v is None:
+            return replace(e, null=True)
+        if isinstance(v, bool):
+            return replace(e, boolean=frozenset({v}))
+        if isinstance(v, (int, float)):
+            x = _num(v, "const")
+            return replace(e, number=NumberPredicate.from_keywords(minimum=x, maximum=x))
+        if isinstance(v, str):
+            return replace(e, string=CodepointDFA.literal(v))
+        if isinstance(v, list):
+            items = tuple(const_expr(x) for x in v)
+            return replace(e, arrays=(ArrayShape(prefix=items, items=FALSE, min_items=len(v), max_items=len(v)),))
+        if isinstance(v, dict):
+            named = tuple(sorted((k, const_expr(x)) for k, x in v.items()))
+            obj = ObjectShape(named=named, rules=((CodepointDFA.any_string(), FALSE),),
+                              required=frozenset(v), max_props=len(v))  # fmt: skip
+            return replace(e, objects=(obj,))
+        raise SpecError("not a JSON value", repr(v)[:60], "null, bool, number, string, array or object")
+
+    # -- the algebra ------------------------------------------------------------------------------
+    def intersect(self, a: Shape, b: Shape) -> Shape:
+        arrays = self._cap(tuple(x for p, q in product(a.arrays, b.arrays) if (x := self.and_array(p, q))), "arrays")
+        objects = self._cap(tuple(self.and_object(p, q) for p, q in product(a.objects, b.objects)), "objects")
+        return Shape(
+            a.null and b.null,
+            a.boolean & b.boolean,
+            a.number.and_(b.number),
+            a.string.intersection(b.string),
+            arrays,
+            objects,
+        )
+
+    def union(self, a: Shape, b: Shape) -> Shape:
+        return Shape(
+            a.null or b.null,
+            a.boolean | b.boolean,
+            a.number.or_(b.number),
+            a.string.union(b.string),
+            self._cap(_dedup(a.arrays + b.arrays), "arrays"),
+            self._cap(_dedup(a.objects + b.objects), "objects"),
+        )
+
+    def _cap(self, shapes: tuple[Any, ...], what: str) -> tuple[Any, ...]:
+        if ANY_ARRAY in shapes:
+            return (ANY_ARRAY,)
+        if ANY_OBJECT in shapes:
+            return (ANY_OBJECT,)
+        if len(shapes) > 64:
+            raise LimitExceeded(f"{what}_alternatives", len(shapes), 64)
+        return shapes
+
+    def and_object(self, p: ObjectShape, q: ObjectShape) -> ObjectShape:
+        if p == ANY_OBJECT:
+            return q
+        if q == ANY_OBJECT:
+            return p
+        pn, qn = p.named_dict(), q.named_dict()
+        named: dict[str, Expr] = {}
+        for k in sorted(set(pn) | set(qn)):
+            named[k] = and_exprs([p.eff(k), q.eff(k)])
+        key_lang = p.key_lang if q.key_lang is None else (q.key_lang if p.key_lang is None
+                                                          else p.key_lang.intersection(q.key_lang))  # fmt: skip
+        deps: dict[str, frozenset[str]] = {}
+        for k, d in p.dependent_required + q.dependent_required:
+            deps[k] = deps.get(k, frozenset()) | d
+        return ObjectShape(
+            named=tuple(named.items()),
+            rules=tuple(dict.fromkeys(p.rules + q.rules)),
+            required=p.required | q.required,
+            min_props=max(p.min_props, q.min_props),
+            max_props=_min_opt(p.max_props, q.max_props),
+            key_lang=key_lang,
+            dependent_required=tuple(sorted(deps.items())),
+        )
+
+    def and_array(self, p: ArrayShape, q: ArrayShape) -> ArrayShape | None:
+        if p == ANY_ARRAY:
+            return q
+        if q == ANY_ARRAY:
+            return p
+        if (
+            p.contains is not None
+            and q.contains is not None
+            and (p.contains, p.min_contains, p.max_contains, p.contains_from)
+            != (q.contains, q.min_contains, q.max_contains, q.contains_from)
+        ):
+            raise Unsupported("contains", "", "two different 'contains' constraints on one array")
+        n = max(len(p.prefix), len(q.prefix))
+        prefix = tuple(and_exprs([p.at(i), q.at(i)]) for i in range(n))
+        c = p if p.contains is not None else q
+        return ArrayShape(
+            prefix=prefix,
+            items=and_exprs([p.items, q.items]),
+            min_items=max(p.min_items, q.min_items),
+            max_items=_min_opt(p.max_items, q.max_items),
+            contains=c.contains,
+            min_contains=c.min_contains,
+            max_contains=c.max_contains,
+            contains_from=c.contains_from,
+        )
+
+    def complement(self, s: Shape, where: str) -> Shape:
+        return Shape(
+            not s.null,
+            frozenset({True, False}) - s.boolean,
+            s.number.not_(),
+            s.string.complement(),
+            self._complement_arrays(s.arrays, where),
+            self._complement_objects(s.objects, where),
+        )
+
+    def _complement_arrays(self, arrays: tuple[ArrayShape, ...], where: str) -> tuple[ArrayShape, ...]:
+        if not arrays:
+            return (ANY_ARRAY,)
+        if ANY_ARRAY in arrays:
+            return ()
+        out: list[ArrayShape] | None = None
+        for a in arrays:  # ¬(A ∪ B) = ¬A ∩ ¬B
+            comp = self._complement_array(a, where)
+            out = comp if out is None else [x for p, q in product(out, comp) if (x := self.and_array(p, q))]
+        return self._cap(tuple(out or ()), "arrays")
+
+    def _complement_array(self, a: ArrayShape, where: str) -> list[ArrayShape]:
+        """¬A as a union: too short, too long, some prefix position wrong, some later item wrong."""
+        if a.contains is not None:
+            raise Unsupported("not", where, "complement of an array schema with 'contains'")
+        out: list[ArrayShape] = []
+        if a.min_items > 0:
+            out.append(ArrayShape(max_items=a.min_items - 1))
+        if a.max_items is not None:
+            out.append(ArrayShape(min_items=a.max_items + 1))
+        for i, e in enumerate(a.prefix):
+            if e != TRUE:
+                pre = tuple(TRUE for _ in range(i)) + (not_expr(e),)
+                out.append(ArrayShape(prefix=pre, min_items=i + 1))
+        if a.items != TRUE:
+            out.append(ArrayShape(contains=not_expr(a.items), contains_from=len(a.prefix), min_contains=1))
+        return out
+
+    def _complement_objects(self, objects: tuple[ObjectShape, ...], where: str) -> tuple[ObjectShape, ...]:
+        if not objects:
+            return (ANY_OBJECT,)
+        if ANY_OBJECT in objects:
+            return ()
+        out: list[ObjectShape] | None = None
+        for o in objects:
+            comp = self._complement_object(o, where)
+            out = comp if out is None else [self.and_object(p, q) for p, q in product(out, comp)]
+        return self._cap(tuple(out or ()), "objects")
+
+    def _complement_object(self, o: ObjectShape, where: str) -> list[ObjectShape]:
+        """¬O as a union of object shapes, when O constrains only declared keys and counts."""
+        if o.key_lang is not None or o.dependent_required or any(e != TRUE for _, e in o.rules):
+            raise Unsupported("not", where, "complement of an object schema constraining undeclared keys "
+                              "(patternProperties, additionalProperties, propertyNames, dependentRequired)")  # fmt: skip
+        out: list[ObjectShape] = []
+        for r in sorted(o.required):
+            out.append(ObjectShape(named=((r, FALSE),)))
+        for k, e in o.named:
+            if e != TRUE:
+                out.append(ObjectShape(named=((k, not_expr(e)),), required=frozenset({k})))
+        if o.min_props > 0:
+            out.append(ObjectShape(max_props=o.min_props - 1))
+        if o.max_props is not None:
+            out.append(ObjectShape(min_props=o.max_props + 1))
+        return out
+
+    def disjoint(self, a: Shape, b: Shape, depth: int = 3) -> bool:
+        """A sound (never wrongly True) test that no value is in both shapes."""
+        if a.null and b.null or (a.boolean & b.boolean):
+            return False
+        if not a.number.and_(b.number).is_empty():
+            return False
+        if not a.string.intersection(b.string).is_empty():
+            return False
+        for p, q in product(a.arrays, b.arrays):
+            if not self._arrays_disjoint(p, q, depth):
+                return False
+        return all(self._objects_disjoint(p2, q2, depth) for p2, q2 in product(a.objects, b.objects))
+
+    def _arrays_disjoint(self, p: ArrayShape, q: ArrayShape, depth: int) -> bool:
+        lo, hi = max(p.min_items, q.min_items), _min_opt(p.max_items, q.max_items)
+        if hi is not None and lo > hi:
+            return True
+        if depth <= 0:
+            return False
+        for i in range(min(lo, max(len(p.prefix), len(q.prefix)))):
+            if self.disjoint(self.shape(p.at(i)), self.shape(q.at(i)), depth - 1):
+                return True
+        return False
+
+    def _objects_disjoint(self, p: ObjectShape, q: ObjectShape, depth: int) -> bool:
+        lo, hi = max(p.min_props, q.min_props), _min_opt(p.max_props, q.max_props)
+        if hi is not None and lo > hi:
+            return True
+        if depth <= 0:
+            return False
+        for k in sorted(p.required | q.required):
+            ek = and_exprs([p.eff(k), q.eff(k)])
+            if ek == FALSE or not (p.key_allowed(k) and q.key_allowed(k)):
+                return True
+            if k in p.required and k in q.required and self.disjoint(
+                self.shape(p.eff(k)), self.shape(q.eff(k)), depth - 1
+            ):
+                return True
+        return False
+
+    def is_empty(self, s: Shape) -> bool:
+        """Sound emptiness for scalars only; containers are decided by the grammar's productivity."""
+        return (not s.null and not s.boolean and s.number.is_empty() and s.string.is_empty()
+                and not s.arrays and not s.objects)  # fmt: skip
+
+
+def const_expr(v: Any) -> Expr:
+    return ("const", json.dumps(v, sort_keys=True, separators=(",", ":")))
+
+
+def _where(expr: Expr) -> str:
+    if isinstance(expr, tuple) and expr and expr[0] == "loc":
+        return str(expr[2]) or "/"
+    return ""
+
+
+def _esc(k: str) -> str:
+    return k.replace("~", "~0").replace("/", "~1")
+
+
+def _dedup(xs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(xs))
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _num(v: Any, kw: str, where: str = "") -> Fraction:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SpecError(f"'{kw}' must be a number", where or "/", "a JSON number")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise SpecError(f"'{kw}' must be finite", where or "/", "a finite JSON number")
+    # Schema constants are read as exact decimals (their shortest repr), never as binary floats.
+    return Fraction(v) if isinstance(v, int) else Fraction(repr(v))
+
+
+def _nonneg_int(v: Any, kw: str, where: str) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SpecError(f"'{kw}' must be a non-negative integer", where, "an integer >= 0")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Keywords: one function each (STYLE §3). ``ctx`` knows where we are; each returns the Shape the
+# keyword alone allows (None: no constraint of its own, e.g. read by a sibling keyword).
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Ctx:
+    c: Compiler
+    doc: str
+    ptr: str
+    schema: dict[str, Any]
+
+    def at(self, *parts: str | int) -> str:
+        p = self.ptr
+        for part in parts:
+            p += "/" + _esc(str(part))
+        return p
+
+    def sub(self, *parts: str | int) -> Expr:
+        """The expression of the subschema at ``ptr/parts`` (the ``descend`` of STYLE §3)."""
+        p = self.at(*parts)
+        s = self.c.schema_at(self.doc, p)
+        if s is True:
+            return TRUE
+        if s is False:
+            return FALSE
+        if not isinstance(s, dict):
+            raise SpecError("subschema must be an object or a boolean", p, "a JSON object or true/false")
+        return ("loc", self.doc, p)
+
+    def subs(self, kw: str) -> list[Expr]:
+        v = self.schema[kw]
+        if not isinstance(v, list) or not v:
+            raise SpecError(f"'{kw}' must be a non-empty array", self.at(kw), "an array of schemas")
+        return [self.sub(kw, i) for i in range(len(v))]
+
+
+Keyword = Callable[[Ctx, Any, dict[str, Any]], Union[Shape, None]]
+
+
+def type_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    names = value if isinstance(value, list) else [value]
+    if not names or not all(isinstance(n, str) and n in JSON_TYPES for n in names):
+        raise SpecError("bad 'type'", ctx.at("type"), f"one of {JSON_TYPES} or a list of them")
+    e = empty_shape()
+    number = NumberPredicate.none()
+    if "number" in names:
+        number = NumberPredicate.any()
+    elif "integer" in names:
+        number = NumberPredicate.from_keywords(integer=True)
+    return Shape(
+        "null" in names,
+        frozenset({True, False}) if "boolean" in names else frozenset(),
+        number,
+        CodepointDFA.any_string() if "string" in names else e.string,
+        (ANY_ARRAY,) if "array" in names else (),
+        (ANY_OBJECT,) if "object" in names else (),
+    )
+
+
+def enum(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if not isinstance(value, list):
+        raise SpecError("'enum' must be an array", ctx.at("enum"), "an array of JSON values")
+    if len(value) > ctx.c.limits.enum_size:
+        raise LimitExceeded("enum_size", len(value), ctx.c.limits.enum_size, ctx.at("enum"))
+    out = empty_shape()
+    strings: list[str] = []
+    for v in value:
+        if isinstance(v, str):
+            strings.append(v)  # gathered into one DFA below: a union per string would be slow
+        else:
+            out = ctx.c.union(out, ctx.c.shape_of_value(v))
+    if strings:
+        out = replace(out, string=out.string.union(CodepointDFA.literals(strings)))
+    return out
+
+
+def const(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return ctx.c.shape_of_value(value)
+
+
+# -- numbers --------------------------------------------------------------------------------------
+def _numeric(kw: str, arg: str) -> Keyword:
+    def keyword(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+        x = _num(value, kw, ctx.at(kw))
+        if kw == "multipleOf" and x <= 0:
+            raise SpecError("'multipleOf' must be > 0", ctx.at(kw), "a number greater than 0")
+        return only(number=NumberPredicate.from_keywords(**{arg: x}))  # type: ignore[arg-type]
+
+    keyword.__name__ = kw
+    return keyword
+
+
+minimum = _numeric("minimum", "minimum")
+maximum = _numeric("maximum", "maximum")
+exclusiveMinimum = _numeric("exclusiveMinimum", "exclusive_minimum")
+exclusiveMaximum = _numeric("exclusiveMaximum", "exclusive_maximum")
+multipleOf = _numeric("multipleOf", "multiple_of")
+
+
+# -- strings --------------------------------------------------------------------------------------
+def minLength(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    n = _nonneg_int(value, "minLength", ctx.at("minLength"))
+    return only(string=CodepointDFA.any_string().length_between(n, None))
+
+
+def maxLength(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    n = _nonneg_int(value, "maxLength", ctx.at("maxLength"))
+    return only(string=CodepointDFA.any_string().length_between(0, n))
+
+
+def pattern(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(string=_ecma_search(ctx, value, ctx.at("pattern")))
+
+
+def _ecma_search(ctx: Ctx, value: Any, where: str) -> CodepointDFA:
+    from ._regex import compile_regex_dfa
+
+    if not isinstance(value, str):
+        raise SpecError("pattern must be a string", where, "an ECMA-262 regular expression")
+    return compile_regex_dfa(value, flavor="ecma", mode="search", where=where)
+
+
+def format_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    if ctx.c.profile.formats == "annotation":
+        return None
+    from ._formats import format_dfa
+
+    dfa = format_dfa(value) if isinstance(value, str) else None
+    if dfa is None:
+        raise Unsupported("format", ctx.at("format"), f"format {value!r} has no exact implementation; "
+                          "use JsonProfile(formats='annotation') to treat it as an annotation")  # fmt: skip
+    return only(string=dfa)
+
+
+# -- arrays ---------------------------------------------------------------------------------------
+def prefixItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(arrays=(ArrayShape(prefix=tuple(ctx.subs("prefixItems"))),))
+
+
+def items(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if isinstance(value, list):
+        raise Unsupported("items", ctx.at("items"), "array-form 'items' is draft 2019-09 and earlier; "
+                          "use 'prefixItems' (draft 2020-12)")  # fmt: skip
+    n = len(schema.get("prefixItems", []) or [])
+    return only(arrays=(ArrayShape(prefix=(TRUE,) * n, items=ctx.sub("items")),))
+
+
+def minItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(arrays=(ArrayShape(min_items=_nonneg_int(value, "minItems", ctx.at("minItems"))),))
+
+
+def maxItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(arrays=(ArrayShape(max_items=_nonneg_int(value, "maxItems", ctx.at("maxItems"))),))
+
+
+def contains(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    lo = _nonneg_int(schema.get("minContains", 1), "minContains", ctx.at("minContains"))
+    hi = schema.get("maxContains")
+    hi = None if hi is None else _nonneg_int(hi, "maxContains", ctx.at("maxContains"))
+    return only(arrays=(ArrayShape(contains=ctx.sub("contains"), min_contains=lo, max_contains=hi),))
+
+
+def uniqueItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    if value is False:
+        return None
+    if schema.get("maxItems") not in (0, 1):
+        raise Unsupported("uniqueItems", ctx.at("uniqueItems"), "pairwise distinct items is not a "
+                          "context-free constraint; only arrays of at most one item are decided")  # fmt: skip
+    return None
+
+
+# -- objects --------------------------------------------------------------------------------------
+def _props_dict(ctx: Ctx, kw: str) -> dict[str, Any]:
+    v = ctx.schema.get(kw, {})
+    if not isinstance(v, dict):
+        raise SpecError(f"'{kw}' must be an object", ctx.at(kw), "an object mapping names to schemas")
+    return v
+
+
+def properties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    props = _props_dict(ctx, "properties")
+    named = tuple((k, ctx.sub("properties", k)) for k in props)
+    return only(objects=(ObjectShape(named=named),))
+
+
+def patternProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    pats = _props_dict(ctx, "patternProperties")
+    rules = tuple(
+        (_ecma_search(ctx, p, ctx.at("patternProperties", p)), ctx.sub("patternProperties", p)) for p in pats
+    )
+    return only(objects=(ObjectShape(rules=rules),))
+
+
+def additionalProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(objects=(_additional(ctx, ctx.sub("additionalProperties")),))
+
+
+def _additional(ctx: Ctx, expr: Expr) -> ObjectShape:
+    """The rule for keys neither in this schema's ``properties`` nor matching its patterns."""
+    lang = CodepointDFA.any_string()
+    names = list(_props_dict(ctx, "properties"))
+    if names:
+        lang = lang.difference(CodepointDFA.literals(names))
+    for p in _props_dict(ctx, "patternProperties"):
+        lang = lang.difference(_ecma_search(ctx, p, ctx.at("patternProperties", p)))
+    return ObjectShape(rules=((lang, expr),))
+
+
+def required(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise SpecError("'required' must be an array of strings", ctx.at("required"), "an array of strings")
+    return only(objects=(ObjectShape(required=frozenset(value)),))
+
+
+def minProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(objects=(ObjectShape(min_props=_nonneg_int(value, "minProperties", ctx.at("minProperties"))),))
+
+
+def maxProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return only(objects=(ObjectShape(max_props=_nonneg_int(value, "maxProperties", ctx.at("maxProperties"))),))
+
+
+def propertyNames(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    s = ctx.c.shape(ctx.sub("propertyNames"))
+    return only(objects=(ObjectShape(key_lang=s.string),))
+
+
+def dependentRequired(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values()
+    ):
+        raise SpecError("bad 'dependentRequired'", ctx.at("dependentRequired"), "an object of string arrays")
+    deps = tuple(sorted((k, frozenset(v)) for k, v in value.items() if v))
+    return only(objects=(ObjectShape(dependent_required=deps),))
+
+
+def dependentSchemas(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    # "if key k is present, the object must also validate against S" = (k absent) ∪ (k present ∩ S).
+    if not isinstance(value, dict):
+        raise SpecError("'dependentSchemas' must be an object", ctx.at("dependentSchemas"), "an object of schemas")
+    out = any_shape()
+    for k in value:
+        s = ctx.c.shape(ctx.sub("dependentSchemas", k))
+        absent = only(objects=(ObjectShape(named=((k, FALSE),)),))
+        present = ctx.c.intersect(only(objects=(ObjectShape(required=frozenset({k})),)), s)
+        out = ctx.c.intersect(out, ctx.c.union(absent, present))
+    return out
+
+
+# -- applicators ----------------------------------------------------------------------------------
+def ref(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if not isinstance(value, str):
+        raise SpecError("'$ref' must be a string", ctx.at("$ref"), "a URI reference")
+    return ctx.c.shape(ctx.c.resolve_ref(value, ctx.doc, ctx.ptr))
+
+
+def allOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    out = any_shape()
+    for e in ctx.subs("allOf"):
+        out = ctx.c.intersect(out, ctx.c.shape(e))
+    return out
+
+
+def anyOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    out = empty_shape()
+    for e in ctx.subs("anyOf"):
+        out = ctx.c.union(out, ctx.c.shape(e))
+    return out
+
+
+def oneOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """Exactly one branch. Scalars: exact boolean algebra. Containers: the branches' container parts
+    must be pairwise provably disjoint (then exactly-one = any-of), else the schema is refused."""
+    c = ctx.c
+    shapes = [c.shape(e) for e in ctx.subs("oneOf")]
+    # Scalars: ∪_i (S_i ∩ ⋂_{j≠i} ¬S_j), computed per scalar type.
+    null = sum(1 for s in shapes if s.null) == 1
+    boolean = frozenset(b for b in (True, False) if sum(1 for s in shapes if b in s.boolean) == 1)
+    number = NumberPredicate.none()
+    string = CodepointDFA.empty()
+    for i, s in enumerate(shapes):
+        n_i, s_i = s.number, s.string
+        for j, t in enumerate(shapes):
+            if j != i:
+                n_i = n_i.and_(t.number.not_())
+                s_i = s_i.difference(t.string)
+        number = number.or_(n_i)
+        string = string.union(s_i)
+    arrays = _exactly_one(c, [replace(empty_shape(), arrays=s.arrays) for s in shapes], ctx.at("oneOf"), "arrays").arrays
+    objects = _exactly_one(c, [replace(empty_shape(), objects=s.objects) for s in shapes], ctx.at("oneOf"), "objects").objects
+    return Shape(null, boolean, number, string, arrays, objects)
+
+
+def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shape:
+    """Exactly one of ``parts`` (container-only shapes): the exact formula when the parts can be
+    complemented, else any-of when the non-empty parts are provably pairwise disjoint, else refuse."""
+    live = [p for p in parts if p.arrays or p.objects]
+    if len(live) <= 1:
+        return live[0] if live else empty_shape()
+    try:
+        out = empty_shape()
+        for i, p in enumerate(live):
+            acc = p
+            for j, q in enumerate(live):
+                if j != i:
+                    acc = c.intersect(acc, c.complement(q, where))
+            out = c.union(out, acc)
+        return out
+    except Unsupported:
+        pass
+    for i in range(len(live)):
+        for j in range(i + 1, len(live)):
+            if not c.disjoint(live[i], live[j]):
+                raise Unsupported("oneOf", where, f"two branches both admit {what} and maskcert can neither "
+                                  "complement them nor prove them disjoint, so 'exactly one' is undecided")  # fmt: skip
+    out = empty_shape()
+    for p in live:
+        out = c.union(out, p)
+    return out
+
+
+def not_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    return ctx.c.complement(ctx.c.shape(ctx.sub("not")), ctx.at("not"))
+
+
+def if_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    c = ctx.c
+    cond = c.shape(ctx.sub("if"))
+    then = c.shape(ctx.sub("then")) if "then" in schema else any_shape()
+    else_ = c.shape(ctx.sub("else")) if "else" in schema else any_shape()
+    if "then" not in schema and "else" not in schema:
+        return any_shape()
+    return c.union(c.intersect(cond, then), c.intersect(c.complement(cond, ctx.at("if")), else_))
+
+
+REFUSED = {
+    "$dynamicRef": "dynamic references depend on the evaluation path; not implemented",
+    "$recursiveRef": "draft 2019-09 recursive references are not implemented",
+    "unevaluatedProperties": "depends on annotations collected from sibling applicators; not implemented",
+    "unevaluatedItems": "depends on annotations collected from sibling applicators; not implemented",
+    "dependencies": "draft-07 'dependencies' is not a 2020-12 keyword; use dependentRequired/dependentSchemas",
+}
+
+KEYWORDS: dict[str, Keyword] = {
+    "type": type_,
+    "enum": enum,
+    "const": const,
+    "minimum": minimum,
+    "maximum": maximum,
+    "exclusiveMinimum": exclusiveMinimum,
+    "exclusiveMaximum": exclusiveMaximum,
+    "multipleOf": multipleOf,
+    "minLength": minLength,
+    "maxLength": maxLength,
+    "pattern": pattern,
+    "format": format_,
+    "prefixItems": prefixItems,
+    "items": items,
+    "minItems": minItems,
+    "maxItems": maxItems,
+    "contains": contains,
+    "uniqueItems": uniqueItems,
+    "properties": properties,
+    "patternProperties": patternProperties,
+    "additionalProperties": additionalProperties,
+    "required": required,
+    "minProperties": minProperties,
+    "maxProperties": maxProperties,
+    "propertyNames": propertyNames,
+    "dependentRequired": dependentRequired,
+    "dependentSchemas": dependentSchemas,
+    "$ref": ref,
+    "allOf": allOf,
+    "anyOf": anyOf,
+    "oneOf": oneOf,
+    "not": not_,
+    "if": if_,
+}
+# Read by their siblings (``contains``, ``if``): no constraint of their own.
+for _kw in ("minContains", "maxContains", "then", "else"):
+    ANNOTATIONS = ANNOTATIONS | {_kw}
+
+
+# ---------------------------------------------------------------------------------------------
+# Emission: shapes -> grammar nodes
+# ---------------------------------------------------------------------------------------------
+from ._jsonschema_emit import Emitter  # noqa: E402  (the emitter needs the shapes defined above)
+
+
+def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
+    if not isinstance(spec.schema, (dict, bool)):
+        raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
+    compiler = Compiler(spec, limits)
+    root_expr: Expr = TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
+    emitter = Emitter(compiler)
+    return emitter.finish(root_expr)
+

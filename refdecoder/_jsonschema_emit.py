@@ -1,0 +1,474 @@
+"""Emission of JSON Schema shapes as grammar nodes, with the object and array custom nodes.
+
+``ObjectNode`` runs ``{ member (, member)* }`` with local state ``(phase, seen, n, pos)``: the declared
+keys already read (``seen``, a frozenset of member indexes), the number of members (saturated), and for
+``property_order="schema"`` the index of the last declared key. ``ArrayNode`` runs ``[ item (, item)* ]``
+with ``(phase, i, c)``: the next position (saturated) and the ``contains`` matches so far (saturated).
+Both only ever move to locals from which the node can still close (``_completable``), which keeps every
+parser stack completable — the exactness argument of ``_ir``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
+from itertools import product
+from typing import TYPE_CHECKING, Any
+
+from ._fsa import CodepointDFA
+from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
+from ._lexeme import ByteDFA
+from ._numbers import NumberLexeme
+from .errors import LimitExceeded, Unsupported
+
+if TYPE_CHECKING:
+    from ._jsonschema import ArrayShape, Compiler, Expr, ObjectShape
+
+_RET: tuple[int] = (RETURN,)
+WS_BYTES = b" \t\n\r"
+MAX_KEY_RULES = 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ObjectNode:
+    lbrace: int  # "{" ws
+    close_first: int  # "}"
+    close_after: int  # ws "}"
+    comma: int  # ws "," ws
+    members: tuple[int, ...]  # declared keys first (index < n_named), then key regions
+    n_named: int
+    required: frozenset[int]
+    deps: tuple[tuple[int, frozenset[int]], ...]
+    min_props: int
+    max_props: int | None
+    allow_dups: bool
+    schema_order: bool
+    live: frozenset[int] | None = None  # productive members (set by ``prune``)
+    _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- static protocol ------------------------------------------------------------------------
+    def children(self) -> tuple[int, ...]:
+        return (self.lbrace, self.close_first, self.close_after, self.comma) + self.members
+
+    def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
+        return False
+
+    def productive(self, is_productive: Callable[[int], bool]) -> bool:
+        probe = replace(self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={})
+        return probe._completable(frozenset(), 0, -1)
+
+    def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
+        return (self.lbrace,)
+
+    def prune(self, is_productive: Callable[[int], bool]) -> ObjectNode:
+        return replace(self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={})
+
+    # -- dynamics -------------------------------------------------------------------------------
+    def enter(self) -> Hashable:
+        return ("open",)
+
+    def _needed(self, seen: frozenset[int]) -> frozenset[int]:
+        need = set(self.required)
+        frontier = list(seen | need)
+        deps = dict(self.deps)
+        while frontier:
+            t = frontier.pop()
+            for d in deps.get(t, ()):
+                if d not in need:
+                    need.add(d)
+                    frontier.append(d)
+        return frozenset(need)
+
+    def _addable(self, i: int, seen: frozenset[int], pos: int) -> bool:
+        assert self.live is not None
+        if i not in self.live:
+            return False
+        if i < self.n_named:
+            if i in seen and not self.allow_dups:
+                return False
+            return not self.schema_order or i > pos
+        return True
+
+    def _after_add(self, i: int, seen: frozenset[int], n: int, pos: int) -> tuple[frozenset[int], int, int]:
+        seen2 = seen | {i} if i < self.n_named else seen
+        pos2 = (i if i < self.n_named else self.n_named) if self.schema_order else -1
+        n2 = n + 1
+        if self.max_props is None:
+            n2 = min(n2, max(self.min_props, 0))
+        return seen2, n2, pos2
+
+    def _can_close(self, seen: frozenset[int], n: int) -> bool:
+        return self._needed(seen) <= seen and n >= self.min_props and (self.max_props is None or n <= self.max_props)
+
+    def _completable(self, seen: frozenset[int], n: int, pos: int) -> bool:
+        key = (seen, n, pos)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._completable_uncached(seen, n, pos)
+            self._memo[key] = hit
+        return hit
+
+    def _completable_uncached(self, seen: frozenset[int], n: int, pos: int) -> bool:
+        if self.max_props is not None and n > self.max_props:
+            return False
+        if self.deps:
+            return self._search(seen, n, pos)
+        missing = self.required - seen
+        if not all(self._addable(i, seen, pos) for i in missing):
+            return False
+        count = n + len(missing)
+        if self.max_props is not None and count > self.max_props:
+            return False
+        if count >= self.min_props:
+            return True
+        assert self.live is not None
+        unbounded = any(i >= self.n_named for i in self.live) or (
+            self.allow_dups and any(self._addable(i, seen, pos) for i in self.live)
+        )
+        if unbounded:
+            return True
+        extras = sum(1 for i in self.live if i < self.n_named and i not in missing and self._addable(i, seen, pos))
+        return count + extras >= self.min_props
+
+    def _search(self, seen: frozenset[int], n: int, pos: int) -> bool:
+        """Exact reachability of a closable local when dependentRequired couples keys (bounded)."""
+        assert self.live is not None
+        todo = [(seen, n, pos)]
+        visited = {(seen, n, pos)}
+        while todo:
+            s, k, p = todo.pop()
+            if self._can_close(s, k):
+                return True
+            for i in sorted(self.live):
+                if self._addable(i, s, p):
+                    nxt = self._after_add(i, s, k, p)
+                    if (self.max_props is None or nxt[1] <= self.max_props) and nxt not in visited:
+                        visited.add(nxt)
+                        if len(visited) > 100_000:
+                            raise LimitExceeded("object_search_states", len(visited), 100_000)
+                        todo.append(nxt)
+        return False
+
+    def actions(self, local: Any) -> tuple[Action, ...]:
+        phase = local[0]
+        if phase == "open":
+            return ((CALL, self.lbrace, ("first", frozenset(), 0, -1)),)
+        if phase == "done":
+            return (_RET,)
+        _, seen, n, pos = local
+        out: list[Action] = []
+        if phase in ("first", "after") and self._can_close(seen, n):
+            out.append((CALL, self.close_first if phase == "first" else self.close_after, ("done",)))
+        adds: list[Action] = []
+        assert self.live is not None
+        for i in sorted(self.live):
+            if self._addable(i, seen, pos):
+                s2, n2, p2 = self._after_add(i, seen, n, pos)
+                if self._completable(s2, n2, p2):
+                    adds.append((CALL, self.members[i], ("after", s2, n2, p2)))
+        if phase in ("first", "next"):
+            out.extend(adds)
+        elif adds:
+            out.append((CALL, self.comma, ("next", seen, n, pos)))
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ArrayNode:
+    lbracket: int  # "[" ws
+    close_first: int  # "]"
+    close_after: int  # ws "]"
+    comma: int
+    plain: tuple[int, ...]  # item node per position < len(plain) - 1; the last entry repeats
+    match: tuple[int, ...] | None  # item ∧ contains, same indexing (None: no contains)
+    nomatch: tuple[int, ...] | None  # item ∧ ¬contains (only when maxContains is finite)
+    contains_from: int
+    min_items: int
+    max_items: int | None
+    min_contains: int
+    max_contains: int | None
+    live: frozenset[int] | None = None
+    _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
+
+    def children(self) -> tuple[int, ...]:
+        return (self.lbracket, self.close_first, self.close_after, self.comma) + self.plain + (
+            self.match or ()
+        ) + (self.nomatch or ())
+
+    def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
+        return False
+
+    def productive(self, is_productive: Callable[[int], bool]) -> bool:
+        return self.prune(is_productive)._completable(0, 0)
+
+    def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
+        return (self.lbracket,)
+
+    def prune(self, is_productive: Callable[[int], bool]) -> ArrayNode:
+        return replace(self, live=frozenset(m for m in self.children() if is_productive(m)), _memo={})
+
+    def enter(self) -> Hashable:
+        return ("open",)
+
+    def _pos(self, seq: tuple[int, ...], i: int) -> int:
+        return seq[min(i, len(seq) - 1)]
+
+    def _branches(self, i: int) -> list[tuple[int, int]]:
+        """(node, contains increment) choices for position i, productive ones only."""
+        assert self.live is not None
+        out: list[tuple[int, int]] = []
+        if self.match is None or i < self.contains_from:
+            node = self._pos(self.plain, i)
+            if node in self.live:
+                out.append((node, 0))
+            return out
+        m = self._pos(self.match, i)
+        if m in self.live:
+            out.append((m, 1))
+        other = self._pos(self.nomatch if self.nomatch is not None else self.plain, i)
+        if other in self.live:
+            out.append((other, 0))
+        return out
+
+    def _sat(self, i: int, c: int) -> tuple[int, int]:
+        if self.max_items is None:
+            i = min(i, max(len(self.plain) - 1, self.min_items, self.contains_from))
+        if self.match is not None:
+            c = min(c, self.max_contains + 1 if self.max_contains is not None else self.min_contains)
+        return i, c
+
+    def _count_ok(self, c: int) -> bool:
+        if self.match is None:
+            return True
+        return c >= self.min_contains and (self.max_contains is None or c <= self.max_contains)
+
+    def _can_close(self, i: int, c: int) -> bool:
+        return i >= self.min_items and self._count_ok(c)
+
+    def _completable(self, i: int, c: int) -> bool:
+        key = (i, c)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._completable_uncached(i, c)
+            self._memo[key] = hit
+        return hit
+
+    def _completable_uncached(self, i: int, c: int) -> bool:
+        if self.max_contains is not None and self.match is not None and c > self.max_contains:
+            return False
+        # Positions from ``i`` on; beyond ``tail`` all positions behave alike, so lengths up to
+        # tail + min_contains + 1 decide every case when max_items is unbounded.
+        tail = max(len(self.plain), self.contains_from, self.min_items) + 1
+        hi = self.max_items if self.max_items is not None else max(tail, i) + self.min_contains + 1
+        lo_m, hi_m = 0, 0
+        for length in range(i, hi + 1):
+            if length > i:
+                br = self._branches(length - 1)
+                if not br:
+                    return False
+                incs = {inc for _, inc in br}
+                if incs == {1}:
+                    lo_m += 1
+                if 1 in incs:
+                    hi_m += 1
+            if length < self.min_items:
+                continue
+            if self.match is None:
+                return True
+            need_lo = self.min_contains - c
+            cap = None if self.max_contains is None else self.max_contains - c
+            m_lo = max(lo_m, need_lo)
+            if m_lo <= hi_m and (cap is None or m_lo <= cap):
+                return True
+        return False
+
+    def actions(self, local: Any) -> tuple[Action, ...]:
+        phase = local[0]
+        if phase == "open":
+            return ((CALL, self.lbracket, ("first", 0, 0)),)
+        if phase == "done":
+            return (_RET,)
+        _, i, c = local
+        out: list[Action] = []
+        if phase in ("first", "after") and self._can_close(i, c):
+            out.append((CALL, self.close_first if phase == "first" else self.close_after, ("done",)))
+        adds: list[Action] = []
+        if self.max_items is None or i < self.max_items:
+            for node, inc in self._branches(i):
+                i2, c2 = self._sat(i + 1, c + inc)
+                if self._completable(i2, c2):
+                    adds.append((CALL, node, ("after", i2, c2)))
+        if phase in ("first", "next"):
+            out.extend(adds)
+        elif adds:
+            out.append((CALL, self.comma, ("next", i, c)))
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The emitter
+# ---------------------------------------------------------------------------------------------
+class Emitter:
+    def __init__(self, compiler: Compiler) -> None:
+        self.c = compiler
+        self.b = GrammarBuilder()
+        self.profile = compiler.profile
+        self._values: dict[Expr, int] = {}
+        ws = self.profile.whitespace
+        if ws == "none":
+            self.ws: int | None = None
+        elif ws == "any":
+            self.ws = self.b.lex(ByteDFA.build({0: dict.fromkeys(WS_BYTES, 0)}, 0, [0]))
+        else:
+            assert isinstance(ws, int)
+            trans = {k: dict.fromkeys(WS_BYTES, k + 1) for k in range(ws)}
+            self.ws = self.b.lex(ByteDFA.build(trans, 0, range(ws + 1))) if ws > 0 else None
+
+    def lit(self, text: bytes) -> int:
+        return self.b.lex(ByteDFA.literal(text))
+
+    def seq_ws(self, *parts: int | None) -> int:
+        """A sequence; ``None`` entries stand for whitespace (dropped when the profile has none)."""
+        items = [self.ws if p is None else p for p in parts]
+        return self.b.seq([p for p in items if p is not None])
+
+    def finish(self, root_expr: Expr) -> Network:
+        root = self.seq_ws(None, self.value(root_expr), None)
+        return self.b.finish(root)
+
+    def value(self, expr: Expr) -> int:
+        if expr in self._values:
+            return self._values[expr]
+        node = self.b.reserve()
+        self._values[expr] = node
+        self.c.deadline.check()
+        shape = self.c.shape(expr)
+        opts: list[int] = []
+        if shape.null:
+            opts.append(self.lit(b"null"))
+        if shape.boolean:
+            words = sorted((b"true" if v else b"false") for v in shape.boolean)
+            opts.extend(self.lit(w) for w in words)
+        if not shape.number.is_empty():
+            opts.append(self.b.lex(NumberLexeme(shape.number)))
+        if not shape.string.is_empty():
+            opts.append(self.b.lex(self.string_lexeme(shape.string)))
+        opts.extend(self.array(a) for a in shape.arrays)
+        opts.extend(self.object(o, expr) for o in shape.objects)
+        from ._ir import Alt
+
+        self.b.define(node, Alt(tuple(opts)))
+        return node
+
+    def string_lexeme(self, dfa: CodepointDFA) -> ByteDFA:
+        lex = dfa.to_json_string(unicode_escapes=self.profile.unicode_escapes)
+        if lex.num_states > self.c.limits.automaton_states:
+            raise LimitExceeded("automaton_states", lex.num_states, self.c.limits.automaton_states)
+        return lex
+
+    # -- arrays ---------------------------------------------------------------------------------
+    def array(self, a: ArrayShape) -> int:
+        from ._jsonschema import and_exprs, not_expr
+
+        n = max(len(a.prefix), a.contains_from) + 1
+        positions = [a.at(i) for i in range(n)]
+        plain = tuple(self.value(e) for e in positions)
+        match = nomatch = None
+        if a.contains is not None:
+            match = tuple(self.value(and_exprs([e, a.contains])) for e in positions)
+            if a.max_contains is not None:
+                nomatch = tuple(self.value(and_exprs([e, not_expr(a.contains)])) for e in positions)
+        node = ArrayNode(
+            lbracket=self.seq_ws(self.lit(b"["), None),
+            close_first=self.lit(b"]"),
+            close_after=self.seq_ws(None, self.lit(b"]")),
+            comma=self.seq_ws(None, self.lit(b","), None),
+            plain=plain,
+            match=match,
+            nomatch=nomatch,
+            contains_from=a.contains_from,
+            min_items=a.min_items,
+            max_items=a.max_items,
+            min_contains=a.min_contains,
+            max_contains=a.max_contains,
+        )
+        return self.b.add(node)
+
+    # -- objects --------------------------------------------------------------------------------
+    def object(self, o: ObjectShape, where_expr: Expr) -> int:
+        from ._jsonschema import FALSE, _where, and_exprs
+
+        where = _where(where_expr)
+        named = o.named_dict()
+        keys = list(named)
+        for k in sorted(o.required) + sorted({x for t, d in o.dependent_required for x in (t, *d)}):
+            if k not in named:
+                named[k] = o.eff(k)
+                keys.append(k)
+        if len(keys) > self.c.limits.object_properties:
+            raise LimitExceeded("object_properties", len(keys), self.c.limits.object_properties, where)
+        members: list[int] = []
+        for k in keys:
+            if not o.key_allowed(k) or named[k] == FALSE:
+                members.append(self.b.alt([]))  # this key cannot appear: an unproductive member
+                continue
+            key_lex = self.b.lex(self.string_lexeme(CodepointDFA.literal(k)))
+            members.append(self.member(key_lex, named[k]))
+        # Keys not declared: partition by which rules match them.
+        base = CodepointDFA.any_string() if o.key_lang is None else o.key_lang
+        if keys:
+            base = base.difference(CodepointDFA.literals(keys))
+        rules = list(o.rules)
+        if len(rules) > MAX_KEY_RULES:
+            raise LimitExceeded("key_rules", len(rules), MAX_KEY_RULES, where)
+        regions = 0
+        if not base.is_empty():
+            for choice in product((True, False), repeat=len(rules)):
+                region = base
+                exprs = []
+                for (lang, e), inside in zip(rules, choice):
+                    region = region.intersection(lang) if inside else region.difference(lang)
+                    if inside:
+                        exprs.append(e)
+                if region.is_empty():
+                    continue
+                value = and_exprs(exprs)
+                if value == FALSE:
+                    continue
+                regions += 1
+                members.append(self.member(self.b.lex(self.string_lexeme(region)), value))
+        can_repeat = o.max_props is None or o.max_props >= 2
+        if regions and can_repeat and not self.profile.allow_duplicate_keys:
+            raise Unsupported(
+                "allow_duplicate_keys",
+                where,
+                "keys admitted by patternProperties/additionalProperties could repeat, and excluding "
+                "repeated undeclared keys needs key memory that the reference does not implement; "
+                "declare the keys, set additionalProperties to false, or use "
+                "JsonProfile(allow_duplicate_keys=True)",
+            )
+        index = {k: i for i, k in enumerate(keys)}
+        node = ObjectNode(
+            lbrace=self.seq_ws(self.lit(b"{"), None),
+            close_first=self.lit(b"}"),
+            close_after=self.seq_ws(None, self.lit(b"}")),
+            comma=self.seq_ws(None, self.lit(b","), None),
+            members=tuple(members),
+            n_named=len(keys),
+            required=frozenset(index[k] for k in o.required),
+            deps=tuple((index[t], frozenset(index[x] for x in d)) for t, d in o.dependent_required),
+            min_props=o.min_props,
+            max_props=o.max_props,
+            allow_dups=self.profile.allow_duplicate_keys,
+            schema_order=self.profile.property_order == "schema",
+        )
+        return self.b.add(node)
+
+    def member(self, key_lex: int, value: Expr) -> int:
+        return self.seq_ws(key_lex, None, self.lit(b":"), None, self.value(value))

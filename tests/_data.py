@@ -1,0 +1,80 @@
+"""Where the shared test data lies, and JSON serializations the profiles allow (test support)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_data() -> Path:
+    """``$MASKCERT_SHARED_DATA`` or ``<repo>/../shared/data``."""
+    env = os.environ.get("MASKCERT_SHARED_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+def require_shared(sub: str) -> Path:
+    p = shared_data() / sub
+    if not p.exists():
+        pytest.skip(f"shared test data {p} is absent (set MASKCERT_SHARED_DATA)")
+    return p
+
+
+def dump_ws(value: Any, rng: random.Random, ws: str = " \t\n\r", max_gap: int = 3, reorder: bool = False,
+            ascii_only: bool = False) -> str:  # fmt: skip
+    """Serialize with random legal whitespace in every gap (and optionally keys in another order)."""
+
+    def gap() -> str:
+        return "".join(rng.choice(ws) for _ in range(rng.randint(0, max_gap)))
+
+    def enc(v: Any) -> str:
+        if isinstance(v, dict):
+            items = list(v.items())
+            if reorder:
+                items.reverse()
+            if not items:
+                return "{" + gap() + "}"
+            body = ("," ).join(gap() + json.dumps(k, ensure_ascii=ascii_only) + gap() + ":" + gap() + enc(x) + gap()
+                               for k, x in items)  # fmt: skip
+            return "{" + body + "}"
+        if isinstance(v, list):
+            if not v:
+                return "[" + gap() + "]"
+            return "[" + ",".join(gap() + enc(x) + gap() for x in v) + "]"
+        return json.dumps(v, ensure_ascii=ascii_only)
+
+    return gap() + enc(value) + gap()
+
+
+def serializations(value: Any, *, reorder: bool, escapes: bool, whitespace: bool = True,
+                   seed: int = 0) -> list[str]:  # fmt: skip
+    """Compact, pretty, random-whitespace, key-reordered and ASCII-escaped texts of one value."""
+    rng = random.Random(seed)
+    out = [json.dumps(value, separators=(",", ":"), ensure_ascii=False)]
+    if whitespace:
+        out.append(json.dumps(value, indent=2, ensure_ascii=False))
+        out.append(dump_ws(value, rng))
+    if reorder:
+        out.append(dump_ws(value, rng, reorder=True, max_gap=0 if not whitespace else 2))
+    if escapes:
+        out.append(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
+    return list(dict.fromkeys(out))
+
+
+def load_baseline(name: str) -> dict[str, Any]:
+    p = REPO / "tests" / "baselines" / name
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def save_baseline_if_asked(name: str, data: dict[str, Any]) -> bool:
+    if os.environ.get("MASKCERT_UPDATE_BASELINES") != "1":
+        return False
+    p = REPO / "tests" / "baselines" / name
+    p.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return True

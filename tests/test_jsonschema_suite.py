@@ -1,0 +1,109 @@
+"""JSON-Schema-Test-Suite draft2020-12 conformance, with a ratcheting baseline (STYLE §11).
+
+For every group: the schema is refused (reason recorded) or, for every test, ``accepts()`` of the
+instance — compact, pretty-printed, with other legal whitespace, keys reordered, ASCII-escaped — equals
+the test's ``valid``. Zero disagreements on compiled schemas. The baseline records which groups compile;
+a group that compiled before and is refused now fails (regression), new compiles pass with a note.
+
+The profile: ``allow_duplicate_keys=True`` because the suite's instances never repeat a key (they are
+parsed JSON values), so the verdicts are those of the default profile on every instance; it lets the
+reference compile objects with undeclared keys (see ``JsonProfile``). ``formats="annotation"``: draft
+2020-12's default, which the suite's required tests assume.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import refdecoder
+from refdecoder import JsonProfile, LimitExceeded, Limits, SpecError, Unsupported
+
+from ._data import load_baseline, require_shared, save_baseline_if_asked, serializations
+
+PROFILE = JsonProfile(allow_duplicate_keys=True)
+BASELINE = "json-schema-test-suite.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    group: str
+    description: str
+    data: Any
+    valid: bool
+
+
+def _groups() -> list[tuple[str, Any, list[Case]]]:
+    root = require_shared("json-schema-test-suite/tests/draft2020-12")
+    out = []
+    for f in sorted(root.glob("*.json")):  # optional/ is not required semantics
+        for i, g in enumerate(json.loads(f.read_text())):
+            gid = f"{f.stem}#{i}"
+            cases = [Case(gid, t["description"], t["data"], t["valid"]) for t in g["tests"]]
+            out.append((gid, g["schema"], cases))
+    return out
+
+
+def _skip_reason(schema: Any) -> str | None:
+    """Groups we do not run, each with its reason (a predicate, STYLE §11)."""
+    return None
+
+
+@pytest.fixture(scope="module")
+def suite() -> dict[str, Any]:
+    status: dict[str, str] = {}
+    disagreements: list[str] = []
+    limits = Limits(compile_seconds=10)
+    for gid, schema, cases in _groups():
+        reason = _skip_reason(schema)
+        if reason:
+            status[gid] = f"skipped: {reason}"
+            continue
+        try:
+            g = refdecoder.compile(refdecoder.JsonSchema(schema, PROFILE), limits)
+        except Unsupported as e:
+            status[gid] = f"refused: {e.keyword}: {e.reason}"
+            continue
+        except LimitExceeded as e:
+            status[gid] = f"refused: limit {e.limit}"
+            continue
+        except SpecError as e:
+            status[gid] = f"invalid: {e.what}"
+            continue
+        status[gid] = "compiled"
+        for case in cases:
+            for text in serializations(case.data, reorder=True, escapes=True):
+                got = g.accepts(text.encode("utf-8"))
+                if got != case.valid:
+                    disagreements.append(
+                        f"{gid} {case.description!r}: instance {text!r}\n  reference: {got}\n  suite:     {case.valid}"
+                    )
+    return {"status": status, "disagreements": disagreements}
+
+
+def test_zero_disagreements(suite: dict[str, Any]) -> None:
+    d = suite["disagreements"]
+    assert not d, f"{len(d)} disagreements with JSON-Schema-Test-Suite:\n" + "\n".join(d[:30])
+
+
+def test_ratchet_against_baseline(suite: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    status = suite["status"]
+    compiled = sum(1 for s in status.values() if s == "compiled")
+    with capsys.disabled():
+        print(f"\nJSON-Schema-Test-Suite draft2020-12: {compiled}/{len(status)} groups compiled "
+              f"({compiled / max(1, len(status)):.1%})")  # fmt: skip
+    if save_baseline_if_asked(BASELINE, status):
+        return
+    baseline = load_baseline(BASELINE)
+    assert baseline, f"no baseline tests/baselines/{BASELINE}: run with MASKCERT_UPDATE_BASELINES=1"
+    regressed = [g for g, s in baseline.items() if s == "compiled" and status.get(g) != "compiled"]
+    assert not regressed, "groups that compiled in the baseline no longer do:\n" + "\n".join(
+        f"{g}: {status.get(g)}" for g in regressed
+    )
+    improved = [g for g, s in status.items() if s == "compiled" and baseline.get(g) != "compiled"]
+    if improved:
+        with capsys.disabled():
+            print(f"{len(improved)} groups newly compile; update with MASKCERT_UPDATE_BASELINES=1")
