@@ -197,6 +197,10 @@ class Compiler:
         self._in_progress: set[Expr] = set()
         self._check_size(spec.schema)
         self.docs[self.root_uri] = spec.schema
+        for uri, doc in spec.resources.items():
+            self._check_size(doc)
+            self.docs[uri] = doc
+            self._index(doc, uri, urldefrag(uri)[0], "", 0)
         self._index(spec.schema, self.root_uri, self.root_uri, "", 0)
 
     # -- input checks ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
@@ -96,11 +96,15 @@ class Deadline:
 
 @dataclass(frozen=True, eq=False)
 class JsonSchema:
+    """A JSON Schema with its profile. ``resources`` maps absolute URIs to schema documents that
+    ``$ref`` may name (maskcert never fetches: the caller brings remote documents)."""
+
     schema: dict[str, Any] | bool
     profile: JsonProfile = field(default_factory=JsonProfile)
+    resources: Mapping[str, Any] = field(default_factory=dict)
 
     def canonical(self) -> str:
-        return "json-schema:" + _canon_json([self.schema, self.profile.as_dict()])
+        return "json-schema:" + _canon_json([self.schema, self.profile.as_dict(), dict(self.resources)])
 
 
 @dataclass(frozen=True)

@@ -52,18 +52,28 @@ def _skip_reason(schema: Any) -> str | None:
     return None
 
 
+def _remotes() -> dict[str, Any]:
+    """The suite's remote documents, as the suite expects them served at http://localhost:1234/."""
+    root = require_shared("json-schema-test-suite/remotes")
+    return {
+        "http://localhost:1234/" + p.relative_to(root).as_posix(): json.loads(p.read_text())
+        for p in sorted(root.rglob("*.json"))
+    }
+
+
 @pytest.fixture(scope="module")
 def suite() -> dict[str, Any]:
     status: dict[str, str] = {}
     disagreements: list[str] = []
     limits = Limits(compile_seconds=10)
+    remotes = _remotes()
     for gid, schema, cases in _groups():
         reason = _skip_reason(schema)
         if reason:
             status[gid] = f"skipped: {reason}"
             continue
         try:
-            g = refdecoder.compile(refdecoder.JsonSchema(schema, PROFILE), limits)
+            g = refdecoder.compile(refdecoder.JsonSchema(schema, PROFILE, remotes), limits)
         except Unsupported as e:
             status[gid] = f"refused: {e.keyword}: {e.reason}"
             continue
