@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from refdecoder import Grammar, State
 
 # Bytes that tend to close structures come first, so the search finds short completions quickly.
@@ -29,4 +31,23 @@ def shortest_completion(g: Grammar, state: State, max_states: int = 5_000, max_l
             if t not in seen:
                 seen.add(t)
                 stack.append((t, path + bytes([b])))
+    return None
+
+
+def breadth_first_completion(g: Grammar, state: State, max_states: int) -> bytes | None:
+    """The shortest bytes taking ``state`` to acceptance (BFS over states), None if not found in budget."""
+    if state.accepting:
+        return b""
+    seen = {state}
+    queue: deque[tuple[State, bytes]] = deque([(state, b"")])
+    while queue and len(seen) < max_states:
+        s, path = queue.popleft()
+        for b in g.live_bytes(s):
+            t = g.advance_byte(s, b)
+            assert t is not None, "live_bytes offered a dead byte"
+            if t.accepting:
+                return path + bytes([b])
+            if t not in seen:
+                seen.add(t)
+                queue.append((t, path + bytes([b])))
     return None
