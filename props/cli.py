@@ -59,6 +59,44 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmarks as tables with ratios against the third-party engines measured in the same run."""
+    out: dict[str, object] = {}
+    if args.what in ("sampler", "all"):
+        from refdecoder._bench_sampler import format_table as sampler_table
+        from refdecoder._bench_sampler import run_sampler_bench
+
+        rows = run_sampler_bench(threads=args.threads, repeat=args.repeat)
+        print(sampler_table(rows))
+        out["sampler"] = rows
+    if args.what in ("masks", "all"):
+        import tokenizers_matrix
+        from refdecoder._bench_masks import format_table as masks_table
+        from refdecoder._bench_masks import run_mask_bench
+
+        shared = tokenizers_matrix.shared_data_dir()
+        if args.schemas:
+            schemas = Path(args.schemas)
+        elif shared is not None:
+            schemas = shared / "jsonschemabench-maskbench"
+        else:
+            schemas = Path("jsonschemabench-maskbench")
+        if not schemas.exists():
+            print(f"maskcert bench masks: {schemas} not found: give --schemas DIR", file=sys.stderr)
+            return 2
+        results = {}
+        for name in args.tokenizer:
+            vocab = tokenizers_matrix.get(name) if not Path(name).exists() else tokenizers_matrix.load(name)
+            result = run_mask_bench(vocab, schemas, limit=args.limit, time_budget_s=args.budget)
+            print(f"## {vocab.name}")
+            print(masks_table(result))
+            results[vocab.name] = result
+        out["masks"] = results
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="maskcert", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -73,12 +111,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gbnf", help="a GBNF grammar file")
     c.add_argument("--formats", choices=["annotation", "assert"], default="annotation")
     c.set_defaults(func=_cmd_check_schema)
+
+    b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
+    b.add_argument("what", choices=["masks", "sampler", "all"], nargs="?", default="all")
+    b.add_argument("--tokenizer", action="append", default=None,
+                   help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm)")  # fmt: skip
+    b.add_argument("--schemas", help="JSONSchemaBench-style folder (default: shared maskbench)")
+    b.add_argument("--limit", type=int, default=50, help="schemas per run")
+    b.add_argument("--budget", type=float, default=None, help="seconds per tokenizer")
+    b.add_argument("--threads", type=int, default=1)
+    b.add_argument("--repeat", type=int, default=50)
+    b.add_argument("--json", help="also write the results as JSON here")
+    b.set_defaults(func=_cmd_bench)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "bench" and args.tokenizer is None:
+        args.tokenizer = ["deepseek-v3-litellm"]
     try:
         return int(args.func(args))
     except MaskcertError as e:
