@@ -1,0 +1,727 @@
+"""Token masks: a byte :class:`Grammar` lifted to a vocabulary (DESIGN §2 "Token masks").
+
+Theory of operation
+-------------------
+The definition is per token: token ``t`` is allowed in state ``s`` iff ``grammar.advance(s, bytes(t))``
+is a state (a viable prefix), EOS ids iff ``s`` is accepting; special ids and tokens whose bytes are
+empty never. :meth:`TokenGrammar.mask_bruteforce` computes exactly that, one token at a time; every
+faster path below is checked against it by property tests (``tests/test_masks.py``).
+
+1. **Trie walk** (the real path). The text tokens of a vocabulary form a byte trie, stored once per
+   vocabulary (cached by fingerprint) as flat arrays in *preorder*: node ``i`` has a byte label, a
+   depth and ``skip[i]``, the index just past its subtree. Walking the arrays from ``s`` with one
+   state per depth, and jumping to ``skip[i]`` when the parser dies, visits each live prefix once
+   (outlines' and llguidance's token-trie walk). Parser states are interned to small ints with a
+   lazily filled 256-wide transition row each, so the inner loop is list indexing.
+2. **Lexeme tables** (xgrammar's adaptive token-mask cache, Dong et al. 2024, §3.2). When the top
+   frame of every stack of ``s`` is a :class:`ByteDFA` lexeme in DFA state ``q``, a token's fate on
+   that stack depends on ``(dfa, q)`` alone unless the DFA passes through a final state *inside* the
+   token (after at least one byte), where the parser might return to the caller. For each
+   ``(dfa, q)`` the trie is run through the DFA alone with numpy, level by level, and tokens fall in
+   three classes:
+
+   * *accepted*: the DFA reads every byte. The stack survives (its top stays a live DFA state,
+     trimness), so the token is allowed in ``s`` whatever lies below.
+   * *rejected*: the DFA dies before reaching a final state after byte 1. That stack contributes
+     nothing; the pops at ``q`` itself were already expanded into other stacks of ``s`` by closure.
+   * *uncertain*: the DFA dies after having passed a final state. Only these are walked with the
+     parser (the trie walk of 1, restricted to their subtrees and ancestors).
+
+   ``mask(s)`` is the OR of the accepted sets of all distinct tops, plus the uncertain tokens the
+   restricted walk finds alive. Tables are keyed by ``(lexeme.key, q)``, so grammars compiled for the
+   same vocabulary share them (a JSON string body is one table for every schema).
+3. **Mask cache**: an LRU of finished masks per state, bounded in bytes.
+4. **numpy bit packing**: bitmasks are int32 words in xgrammar's layout — bit ``i % 32`` of word
+   ``i // 32`` is token ``i`` (bit 31 is the sign bit) — built with ``np.packbits(bitorder="little")``
+   on a little-endian view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ._ir import Lex
+from ._lexeme import ByteDFA
+from ._parser import State
+from .errors import StateError
+from .grammar import Grammar
+
+__all__ = [
+    "VocabularyLike",
+    "TokenTrie",
+    "token_trie",
+    "TokenGrammar",
+    "TERMINATED",
+    "Terminated",
+    "pack_ids",
+    "unpack_mask",
+    "num_words",
+]
+
+_UNKNOWN = -2  # transition not computed yet
+_DEAD = -1
+
+_LE_I4 = np.dtype("<i4")
+
+
+class VocabularyLike(Protocol):
+    """What a vocabulary must offer (``tokenizers_matrix.Vocabulary`` does; so can a test stub)."""
+
+    @property
+    def token_bytes(self) -> Sequence[bytes | None]: ...
+
+    @property
+    def eos_ids(self) -> Iterable[int]: ...
+
+    @property
+    def special_ids(self) -> Iterable[int]: ...
+
+    def __len__(self) -> int: ...
+
+
+class Terminated(State):
+    """The state after EOS was accepted: no token (not even EOS) is allowed from it.
+
+    Its stack set ``{()}`` is one the parser never builds (every stack it keeps has a top frame), so
+    it equals no grammar state. Use the singleton :data:`TERMINATED`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(frozenset({()}), False)
+
+    def __repr__(self) -> str:
+        return "TERMINATED"
+
+
+TERMINATED: State = Terminated()
+
+
+def num_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def pack_ids(ids: Any, vocab_size: int) -> np.ndarray:
+    """int32 bitmask ``[ceil(V/32)]`` with the bits of ``ids`` set (xgrammar's layout)."""
+    w = num_words(vocab_size)
+    bits = np.zeros(w * 32, dtype=np.bool_)
+    bits[np.asarray(ids, dtype=np.int64)] = True
+    return np.packbits(bits, bitorder="little").view(_LE_I4).astype(np.int32, copy=False)
+
+
+def unpack_mask(mask: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The sorted token ids whose bits are set in an int32 bitmask row."""
+    words = np.ascontiguousarray(mask, dtype=np.int32).astype(_LE_I4, copy=False)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")[:vocab_size]
+    return np.flatnonzero(bits)
+
+
+# -- the vocabulary trie ----------------------------------------------------------------------------
+
+
+class TokenTrie:
+    """The byte trie of a vocabulary's text tokens, as flat preorder arrays (built by :func:`token_trie`).
+
+    Node ``i`` (preorder; the root is implicit) reads byte ``label[i]`` at depth ``depth[i] >= 1``;
+    ``skip[i]`` is one past its subtree, ``parent[i]`` is ``-1`` at depth 1. Tokens are sorted by
+    bytes (ties by id): ``tok_ids[k]`` ends at node ``tok_node[k]``; the tokens ending at node ``i`` are
+    ``tok_ids[tok_lo[i]:tok_hi[i]]``. Identical byte strings under several ids (byte-fallback tokens,
+    duplicates) share a node.
+    """
+
+    def __init__(self, vocabulary: VocabularyLike) -> None:
+        token_bytes = vocabulary.token_bytes
+        self.vocab_size = len(token_bytes)
+        self.num_words = num_words(self.vocab_size)
+        self.eos_ids: tuple[int, ...] = tuple(sorted(set(vocabulary.eos_ids)))
+        self.special_ids: frozenset[int] = frozenset(vocabulary.special_ids)
+        excluded = self.special_ids | set(self.eos_ids)
+        pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in excluded)
+        self.text_ids = frozenset(i for _, i in pairs)
+        labels: list[int] = []
+        depths: list[int] = []
+        parents: list[int] = []
+        skip: list[int] = []
+        tok_node: list[int] = []
+        path: list[int] = [-1]  # path[d] = node at depth d on the current branch
+        prev = b""
+        for data, _tid in pairs:
+            if data == prev:
+                tok_node.append(path[len(data)])
+                continue
+            lcp = 0
+            m = min(len(data), len(prev))
+            while lcp < m and data[lcp] == prev[lcp]:
+                lcp += 1
+            # Close the nodes of the previous branch below the common prefix.
+            for d in range(len(prev), lcp, -1):
+                skip[path[d]] = len(labels)
+            del path[lcp + 1 :]
+            for d in range(lcp + 1, len(data) + 1):
+                path.append(len(labels))
+                labels.append(data[d - 1])
+                depths.append(d)
+                parents.append(path[d - 1])
+                skip.append(-1)
+            tok_node.append(path[len(data)])
+            prev = data
+        for d in range(len(prev), 0, -1):
+            skip[path[d]] = len(labels)
+        n = len(labels)
+        self.num_nodes = n
+        self.max_depth = max(depths, default=0)
+        self.label = np.asarray(labels, dtype=np.int64)
+        self.depth = np.asarray(depths, dtype=np.int64)
+        self.parent = np.asarray(parents, dtype=np.int64)
+        self.skip = np.asarray(skip, dtype=np.int64)
+        self.tok_ids = np.asarray([i for _, i in pairs], dtype=np.int64)
+        self.tok_node = np.asarray(tok_node, dtype=np.int64)
+        self.tok_lo = np.searchsorted(self.tok_node, np.arange(n), side="left")
+        self.tok_hi = np.searchsorted(self.tok_node, np.arange(n), side="right")
+        ends = np.zeros(n, dtype=np.bool_)
+        ends[self.tok_node] = True
+        # Python lists for the interpreter loops (list indexing beats numpy scalar access).
+        self.label_l: list[int] = labels
+        self.depth_l: list[int] = depths
+        self.skip_l: list[int] = skip
+        self.ends_l: list[bool] = ends.tolist()
+        # Nodes of each depth, ascending (preorder) — the level structure for vectorized DFA runs.
+        order = np.argsort(self.depth, kind="stable")
+        bounds = np.searchsorted(self.depth[order], np.arange(self.max_depth + 2))
+        self.by_depth: list[np.ndarray] = [
+            order[bounds[d] : bounds[d + 1]] for d in range(self.max_depth + 1)
+        ]
+        self.level_parent = [self.parent[level] for level in self.by_depth]
+        self.level_label = [self.label[level] for level in self.by_depth]
+        self.eos_mask = pack_ids(list(self.eos_ids), self.vocab_size)
+        self.lexeme_tables = _LexemeTables(self)
+
+    def ids_at(self, nodes: Any) -> np.ndarray:
+        """The token ids ending at any of ``nodes``."""
+        mark = np.zeros(self.num_nodes, dtype=np.bool_)
+        mark[np.asarray(nodes, dtype=np.int64)] = True
+        return self.tok_ids[mark[self.tok_node]]
+
+    def child(self, node: int, byte: int) -> int:
+        """The child of ``node`` (``-1``: the root) labelled ``byte``, or ``-1``."""
+        j = node + 1
+        end = self.num_nodes if node < 0 else self.skip_l[node]
+        labels, skip = self.label_l, self.skip_l
+        while j < end:
+            if labels[j] == byte:
+                return j
+            j = skip[j]
+        return -1
+
+    def nbytes(self) -> int:
+        arrays = (self.label, self.depth, self.parent, self.skip, self.tok_ids, self.tok_node)
+        return int(sum(a.nbytes for a in arrays)) + 3 * 8 * self.num_nodes
+
+
+_TRIES: OrderedDict[Hashable, TokenTrie] = OrderedDict()
+_TRIES_KEPT = 8
+
+
+def vocabulary_key(vocabulary: VocabularyLike) -> Hashable:
+    """Identity of what a trie depends on: the fingerprint (or a digest of the bytes) and the specials."""
+    fp = getattr(vocabulary, "fingerprint", None)
+    if not fp:
+        h = hashlib.sha256()
+        for b in vocabulary.token_bytes:
+            h.update(b"\x00" if b is None else b"\x01" + len(b).to_bytes(4, "little") + b)
+        fp = h.hexdigest()
+    return (
+        fp,
+        len(vocabulary.token_bytes),
+        tuple(sorted(set(vocabulary.eos_ids))),
+        tuple(sorted(set(vocabulary.special_ids))),
+    )
+
+
+def token_trie(vocabulary: VocabularyLike) -> TokenTrie:
+    """The trie of ``vocabulary``, built once per vocabulary key (a small LRU of the last few)."""
+    key = vocabulary_key(vocabulary)
+    trie = _TRIES.get(key)
+    if trie is None:
+        trie = TokenTrie(vocabulary)
+        _TRIES[key] = trie
+        if len(_TRIES) > _TRIES_KEPT:
+            _TRIES.popitem(last=False)
+    else:
+        _TRIES.move_to_end(key)
+    return trie
+
+
+# -- lexeme tables (fast path 2) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LexTable:
+    accepted: np.ndarray  # int32 words: tokens every byte of which the DFA reads from q
+    uncertain: tuple[tuple[int, int], ...]  # preorder node intervals the parser must walk
+    num_uncertain: int  # tokens in the uncertain class (a statistic)
+
+    def nbytes(self) -> int:
+        return int(self.accepted.nbytes) + 64 * len(self.uncertain) + 64
+
+
+class _LexemeTables:
+    """Per ``(ByteDFA key, DFA state)`` token classes over one trie, in an LRU bounded by bytes."""
+
+    def __init__(self, trie: TokenTrie, max_bytes: int = 256 << 20) -> None:
+        self.trie = trie
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._tables: OrderedDict[tuple[Hashable, int], _LexTable] = OrderedDict()
+        self._dfa_arrays: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, dfa: ByteDFA, q: int) -> _LexTable:
+        key = (dfa.key, q)
+        table = self._tables.get(key)
+        if table is not None:
+            self.hits += 1
+            self._tables.move_to_end(key)
+            return table
+        self.misses += 1
+        table = self._build(dfa, q)
+        self._tables[key] = table
+        self.bytes += table.nbytes()
+        while self.bytes > self.max_bytes and len(self._tables) > 1:
+            _, old = self._tables.popitem(last=False)
+            self.bytes -= old.nbytes()
+        return table
+
+    def _arrays(self, dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
+        arrs = self._dfa_arrays.get(dfa.key)
+        if arrs is None:
+            raw = dfa._table  # the package's own DFA: read its table directly
+            if raw.itemsize == 4:
+                table = np.frombuffer(raw, dtype=np.int32).reshape(-1, 256)
+            else:
+                table = np.asarray(raw.tolist(), dtype=np.int32).reshape(-1, 256)
+            finals = np.zeros(table.shape[0], dtype=np.bool_)
+            finals[list(dfa.finals)] = True
+            arrs = (table, finals)
+            if len(self._dfa_arrays) > 4096:
+                self._dfa_arrays.clear()
+            self._dfa_arrays[dfa.key] = arrs
+        return arrs
+
+    def _build(self, dfa: ByteDFA, q: int) -> _LexTable:
+        """Run the trie through ``dfa`` from ``q``, level by level, following only live nodes."""
+        trie = self.trie
+        table, finals = self._arrays(dfa)
+        alive_parts: list[np.ndarray] = []
+        uncertain_parts: list[np.ndarray] = []
+        frontier = np.zeros(0, dtype=np.int64)  # live nodes at depth d-1
+        f_state = np.zeros(0, dtype=np.int64)
+        f_final = np.zeros(0, dtype=np.bool_)  # a final state was passed at depth >= 1
+        # DFA state per live node (-1 elsewhere), for levels where the frontier is large.
+        state_at = np.full(trie.num_nodes, -1, dtype=np.int64)
+        final_at = np.zeros(trie.num_nodes, dtype=np.bool_)
+        for d in range(1, trie.max_depth + 1):
+            level = trie.by_depth[d]
+            if d == 1:
+                nodes = level
+                p_state = np.full(nodes.shape, q, dtype=np.int64)
+                p_final = np.zeros(nodes.shape, dtype=np.bool_)
+                labels = trie.level_label[d]
+            elif 4 * frontier.size >= level.size:
+                # Dense: gather every node of the level through its parent.
+                p_state = state_at[trie.level_parent[d]]
+                keep = p_state >= 0
+                nodes = level[keep]
+                p_state = p_state[keep]
+                p_final = final_at[trie.level_parent[d][keep]]
+                labels = trie.level_label[d][keep]
+            else:
+                # Sparse: the children of frontier node f are the level's nodes in (f, skip[f]).
+                lo = np.searchsorted(level, frontier + 1)
+                hi = np.searchsorted(level, trie.skip[frontier])
+                counts = hi - lo
+                total = int(counts.sum())
+                if total == 0:
+                    break
+                owner = np.repeat(np.arange(frontier.size), counts)
+                pos = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                nodes = level[pos]
+                p_state = f_state[owner]
+                p_final = f_final[owner]
+                labels = trie.level_label[d][pos]
+            s = table[p_state, labels].astype(np.int64)
+            alive = s >= 0
+            uncertain_parts.append(nodes[~alive & p_final])
+            frontier = nodes[alive]
+            f_state = s[alive]
+            f_final = p_final[alive] | finals[f_state]
+            state_at[frontier] = f_state
+            final_at[frontier] = f_final
+            alive_parts.append(frontier)
+            if frontier.size == 0:
+                break
+        alive_nodes = np.concatenate(alive_parts) if alive_parts else np.zeros(0, dtype=np.int64)
+        accepted = pack_ids(trie.ids_at(alive_nodes), trie.vocab_size)
+        roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
+        intervals: list[tuple[int, int]] = []
+        n_unc = 0
+        if roots.size:
+            roots.sort()
+            ends = trie.skip[roots]
+            n_unc = int((np.searchsorted(trie.tok_node, ends) - np.searchsorted(trie.tok_node, roots)).sum())
+            # Ancestors of uncertain subtrees: the walk must pass through them to reach the subtrees.
+            anc_parts = []
+            cur = np.unique(trie.parent[roots])
+            cur = cur[cur >= 0]
+            while cur.size:
+                anc_parts.append(cur)
+                cur = np.unique(trie.parent[cur])
+                cur = cur[cur >= 0]
+            ancestors = np.unique(np.concatenate(anc_parts)) if anc_parts else cur
+            intervals = _merge(
+                list(zip(roots.tolist(), ends.tolist(), strict=True))
+                + [(a, a + 1) for a in ancestors.tolist()]
+            )
+        accepted.flags.writeable = False
+        return _LexTable(accepted, tuple(intervals), n_unc)
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._dfa_arrays.clear()
+        self.bytes = 0
+
+
+def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    intervals.sort()
+    out: list[tuple[int, int]] = []
+    for a, e in intervals:
+        if out and a <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((a, e))
+    return out
+
+
+# -- TokenGrammar ------------------------------------------------------------------------------------
+
+
+class TokenGrammar:
+    """A :class:`Grammar` over a vocabulary: token masks and token steps, for any number of matchers.
+
+    ``mask(state)`` returns a read-only int32 array ``[ceil(V/32)]`` (copy it to modify). EOS bits are
+    set iff the state is accepting; after EOS (``advance`` returns :data:`TERMINATED`) the mask is
+    empty. ``lexeme_tables`` / ``cache_bytes=0`` switch fast paths off (tests compare every
+    combination with :meth:`mask_bruteforce`).
+    """
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocabulary: VocabularyLike,
+        *,
+        cache_bytes: int = 256 << 20,
+        lexeme_tables: bool = True,
+        max_interned_states: int = 65_536,
+    ) -> None:
+        self.grammar = grammar
+        self.vocabulary = vocabulary
+        self.trie = token_trie(vocabulary)
+        self.vocab_size = self.trie.vocab_size
+        self.num_words = self.trie.num_words
+        self.eos_ids = self.trie.eos_ids
+        self.use_lexeme_tables = lexeme_tables
+        self.cache_bytes = cache_bytes
+        self.max_interned_states = max_interned_states
+        self._token_bytes: tuple[bytes | None, ...] = tuple(vocabulary.token_bytes)
+        self._text_ids = self.trie.text_ids
+        self._zero = np.zeros(self.num_words, dtype=np.int32)
+        self._zero.flags.writeable = False
+        self._cache: OrderedDict[State, np.ndarray] = OrderedDict()
+        self._cache_used = 0
+        self._stats = {
+            "hits": 0,
+            "misses": 0,
+            "lexeme_path": 0,
+            "full_walks": 0,
+            "walked_nodes": 0,
+            "resets": 0,
+        }
+        self._reset_interning()
+
+    # -- interned parser states -----------------------------------------------------------------
+    def _reset_interning(self) -> None:
+        self._sid: dict[State, int] = {}
+        self._states: list[State] = []
+        self._rows: list[list[int]] = []
+
+    def _intern(self, state: State) -> int:
+        sid = self._sid.get(state)
+        if sid is None:
+            sid = len(self._states)
+            self._sid[state] = sid
+            self._states.append(state)
+            self._rows.append([_UNKNOWN] * 256)
+        return sid
+
+    def _fill(self, sid: int, byte: int) -> int:
+        nxt = self.grammar.advance_byte(self._states[sid], byte)
+        n = _DEAD if nxt is None else self._intern(nxt)
+        self._rows[sid][byte] = n
+        return n
+
+    def _maybe_reset(self) -> None:
+        if len(self._states) > self.max_interned_states:
+            self._stats["resets"] += 1
+            self._reset_interning()
+
+    # -- single tokens --------------------------------------------------------------------------
+    def initial(self) -> State:
+        return self.grammar.initial()
+
+    def token_bytes(self, token_id: int) -> bytes | None:
+        if 0 <= token_id < len(self._token_bytes):
+            return self._token_bytes[token_id]
+        return None
+
+    def check(self, state: State, token_id: int) -> tuple[State | None, str, int | None]:
+        """``(next_state, "", None)`` if ``token_id`` is allowed, else ``(None, reason, byte_offset)``."""
+        if state is TERMINATED:
+            return None, "the sequence already ended with EOS", None
+        if not 0 <= token_id < self.vocab_size:
+            return None, f"token id out of range [0, {self.vocab_size})", None
+        if token_id in self.eos_ids:
+            if state.accepting:
+                return TERMINATED, "", None
+            return None, "EOS in a state that is not accepting", None
+        if token_id not in self._text_ids:
+            if token_id in self.trie.special_ids:
+                return None, "special token is never text", None
+            return None, "token has empty bytes", None
+        self._maybe_reset()
+        data = self._token_bytes[token_id]
+        assert data
+        sid = self._intern(state)
+        rows = self._rows
+        for k, b in enumerate(data):
+            n = rows[sid][b]
+            if n == _UNKNOWN:
+                n = self._fill(sid, b)
+            if n < 0:
+                return None, "the grammar has no continuation with these bytes", k
+            sid = n
+        return self._states[sid], "", None
+
+    def advance(self, state: State, token_id: int) -> State | None:
+        """The state after ``token_id``, :data:`TERMINATED` for EOS in an accepting state, else None."""
+        return self.check(state, token_id)[0]
+
+    def is_allowed(self, state: State, token_id: int) -> bool:
+        return self.check(state, token_id)[0] is not None
+
+    # -- masks ------------------------------------------------------------------------------------
+    def mask(self, state: State) -> np.ndarray:
+        """The allowed-token bitmask of ``state`` (read-only; xgrammar's layout)."""
+        if state is TERMINATED:
+            return self._zero
+        if self.cache_bytes > 0:
+            hit = self._cache.get(state)
+            if hit is not None:
+                self._stats["hits"] += 1
+                self._cache.move_to_end(state)
+                return hit
+        self._stats["misses"] += 1
+        words = self._compute(state)
+        words.flags.writeable = False
+        if self.cache_bytes > 0:
+            self._cache[state] = words
+            self._cache_used += words.nbytes + 200
+            while self._cache_used > self.cache_bytes and self._cache:
+                _, old = self._cache.popitem(last=False)
+                self._cache_used -= old.nbytes + 200
+        return words
+
+    def allowed_ids(self, state: State) -> list[int]:
+        return [int(i) for i in unpack_mask(self.mask(state), self.vocab_size)]
+
+    def fill_batch(self, states: Sequence[State], out: Any) -> None:
+        """Write ``mask(states[b])`` into row ``b`` of ``out`` (numpy int32 ``[B, W]`` or a torch tensor)."""
+        shape = tuple(out.shape)
+        if len(shape) != 2 or shape[0] < len(states) or shape[1] != self.num_words:
+            raise StateError(
+                f"fill_batch: out has shape {shape}; expected [>= {len(states)}, {self.num_words}] int32"
+            )
+        if isinstance(out, np.ndarray):
+            if out.dtype != np.int32:
+                raise StateError(f"fill_batch: out has dtype {out.dtype}; expected int32")
+            for b, s in enumerate(states):
+                out[b] = self.mask(s)
+            return
+        import torch  # a torch tensor: copy rows through a pinned-free CPU buffer
+
+        if out.dtype != torch.int32:
+            raise StateError(f"fill_batch: out has dtype {out.dtype}; expected torch.int32")
+        buf = np.stack([self.mask(s) for s in states]) if states else np.zeros((0, self.num_words), np.int32)
+        out[: len(states)].copy_(torch.from_numpy(buf))
+
+    def mask_bruteforce(self, state: State) -> np.ndarray:
+        """The definition, token by token with ``grammar.advance`` (slow; the oracle for tests)."""
+        if state is TERMINATED:
+            return np.zeros(self.num_words, dtype=np.int32)
+        g = self.grammar
+        ids = [t for t in sorted(self._text_ids) if g.advance(state, self._token_bytes[t] or b"") is not None]
+        if state.accepting:
+            ids.extend(self.eos_ids)
+        return pack_ids(ids, self.vocab_size)
+
+    def mask_walk(self, state: State) -> np.ndarray:
+        """The plain trie walk, no table or cache (for tests and benchmarks)."""
+        if state is TERMINATED:
+            return np.zeros(self.num_words, dtype=np.int32)
+        self._maybe_reset()
+        nodes = self._walk(self._intern(state), None)
+        return self._finish(state, None, nodes)
+
+    def _compute(self, state: State) -> np.ndarray:
+        self._maybe_reset()
+        sid = self._intern(state)
+        tops = self._dfa_tops(state) if self.use_lexeme_tables else None
+        if tops is None:
+            self._stats["full_walks"] += 1
+            return self._finish(state, None, self._walk(sid, None))
+        self._stats["lexeme_path"] += 1
+        tables = self.trie.lexeme_tables
+        acc: np.ndarray | None = None
+        intervals: list[tuple[int, int]] = []
+        for dfa, q in tops:
+            t = tables.get(dfa, q)
+            acc = t.accepted.copy() if acc is None else np.bitwise_or(acc, t.accepted, out=acc)
+            intervals.extend(t.uncertain)
+        nodes = self._walk(sid, _merge(intervals) if len(tops) > 1 else intervals) if intervals else []
+        return self._finish(state, acc, nodes)
+
+    def _finish(self, state: State, acc: np.ndarray | None, nodes: list[int]) -> np.ndarray:
+        words = np.zeros(self.num_words, dtype=np.int32) if acc is None else acc
+        if nodes:
+            np.bitwise_or(words, pack_ids(self.trie.ids_at(nodes), self.vocab_size), out=words)
+        if state.accepting:
+            np.bitwise_or(words, self.trie.eos_mask, out=words)
+        return words
+
+    def _dfa_tops(self, state: State) -> list[tuple[ByteDFA, int]] | None:
+        """Distinct ``(ByteDFA, q)`` tops of the stacks of ``state``; None if some top is another lexeme."""
+        nodes = self.grammar.network.nodes
+        seen: dict[tuple[int, Any], None] = {}
+        for stack in state.stacks:
+            seen[stack[-1]] = None
+        out: list[tuple[ByteDFA, int]] = []
+        for node_id, local in seen:
+            node = nodes[node_id]
+            if not isinstance(node, Lex) or not isinstance(node.lexeme, ByteDFA):
+                return None
+            out.append((node.lexeme, local))
+        return out
+
+    def _walk(self, root_sid: int, intervals: list[tuple[int, int]] | None) -> list[int]:
+        """Preorder trie walk from ``root_sid``; the token-ending nodes whose prefix stays viable.
+
+        With ``intervals`` (sorted, disjoint preorder ranges that include every needed ancestor) only
+        those ranges are visited; a dead node still skips its whole subtree across ranges.
+        """
+        trie = self.trie
+        labels, depths, skips, ends = trie.label_l, trie.depth_l, trie.skip_l, trie.ends_l
+        rows = self._rows
+        fill = self._fill
+        st = [root_sid] * (trie.max_depth + 1)
+        out: list[int] = []
+        spans = [(0, trie.num_nodes)] if intervals is None else intervals
+        visited = 0
+        i = 0
+        for a, e in spans:
+            if i < a:
+                i = a
+            while i < e:
+                d = depths[i]
+                b = labels[i]
+                p = st[d - 1]
+                n = rows[p][b]
+                if n == _UNKNOWN:
+                    n = fill(p, b)
+                visited += 1
+                if n < 0:
+                    i = skips[i]
+                    continue
+                st[d] = n
+                if ends[i]:
+                    out.append(i)
+                i += 1
+        self._stats["walked_nodes"] += visited
+        return out
+
+    # -- jump-forward -----------------------------------------------------------------------------
+    def forced_tokens(self, state: State, limit: int = 4096) -> list[int]:
+        """Greedy longest-match tokenization of ``grammar.forced_bytes(state)``.
+
+        From the start of the forced bytes, repeatedly take the longest text token whose bytes are a
+        prefix of what remains (the smallest id among tokens with the same bytes), and stop where no
+        token fits. Each returned token is allowed in turn (every prefix of forced bytes is viable);
+        their bytes concatenate to a prefix of the forced bytes (all of them when the vocabulary can
+        spell them). Empty after EOS or when nothing is forced.
+        """
+        if state is TERMINATED:
+            return []
+        forced = self.grammar.forced_bytes(state, limit)
+        trie = self.trie
+        out: list[int] = []
+        pos = 0
+        while pos < len(forced):
+            node = -1
+            best = -1
+            best_len = 0
+            k = pos
+            while k < len(forced):
+                node = trie.child(node, forced[k])
+                if node < 0:
+                    break
+                k += 1
+                lo, hi = int(trie.tok_lo[node]), int(trie.tok_hi[node])
+                if hi > lo:
+                    best = int(trie.tok_ids[lo:hi].min())
+                    best_len = k - pos
+            if best < 0:
+                break
+            out.append(best)
+            pos += best_len
+        return out
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        tables = self.trie.lexeme_tables
+        return {
+            **self._stats,
+            "cache_entries": len(self._cache),
+            "cache_bytes": self._cache_used,
+            "interned_states": len(self._states),
+            "lexeme_tables": len(tables._tables),
+            "lexeme_table_bytes": tables.bytes,
+            "lexeme_table_hits": tables.hits,
+            "lexeme_table_misses": tables.misses,
+            "trie_nodes": self.trie.num_nodes,
+            "trie_bytes": self.trie.nbytes(),
+        }
+
+    def clear_caches(self) -> None:
+        self._cache.clear()
+        self._cache_used = 0
+        self._reset_interning()
+
+    def __repr__(self) -> str:
+        return f"TokenGrammar({self.grammar!r}, vocab_size={self.vocab_size})"
