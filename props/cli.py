@@ -97,6 +97,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from serving_sim import cli_simulate
+
+    return int(cli_simulate(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="maskcert", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -123,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, default=50)
     b.add_argument("--json", help="also write the results as JSON here")
     b.set_defaults(func=_cmd_bench)
+
+    from serving_sim import add_simulate_arguments
+
+    sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
+    add_simulate_arguments(sim)
+    sim.set_defaults(func=_cmd_simulate)
     return p
 
 

@@ -1,3 +1,88 @@
-"""serving_sim: a simulated continuous-batching serving loop with switchable faults (DESIGN §5)."""
+"""serving_sim: a continuous-batching serving loop with switchable faults, and the checker that
+catches them (DESIGN §5).
 
-__all__: list[str] = []
+``Engine`` runs requests (beams, ``n > 1``, speculation, preemption, streaming) over a model and a
+backend adapter; ``InvariantChecker`` watches its trace and replays every sequence on the
+reference; ``run_simulation`` drives a mixed workload and ``format_report`` prints its metrics and
+violations (``maskcert simulate``). ``FAULTS`` names the bugs the suite must catch.
+"""
+
+from ._admission import AdmissionLimits, spec_depth
+from ._caches import CacheEntry, CacheKey, CompileCache, MatcherSnapshot, PrefixCache, spec_fingerprint
+from ._checker import INVARIANTS, SERVING_INVARIANTS, InvariantChecker, Violation, validate_output
+from ._cli import add_simulate_arguments, cli_simulate, main
+from ._engine import Engine, EngineConfig
+from ._errors import LifecycleError, ServingError, SnapshotMismatch, UnknownFault
+from ._faults import FAULTS
+from ._lifecycle import TRANSITIONS, Event, Status, diagram, transition
+from ._metrics import Metrics
+from ._models import AdversarialModel, Draft, KVHandle, Model, NoisyDraft, TinyLlamaModel
+from ._request import (
+    FINISH_REASONS,
+    Completion,
+    Delta,
+    Finished,
+    FinishReason,
+    Refused,
+    Request,
+    RequestHandle,
+)
+from ._simulate import SimulationReport, exit_code, format_report, run_simulation
+from ._trace import TraceEvent
+from ._workload import Arrival, candidate_specs, default_vocabularies, make_workload, permuted_vocabulary
+
+__all__ = [
+    "FAULTS",
+    "INVARIANTS",
+    "SERVING_INVARIANTS",
+    "Engine",
+    "EngineConfig",
+    "AdmissionLimits",
+    "Request",
+    "RequestHandle",
+    "Completion",
+    "Delta",
+    "Finished",
+    "Refused",
+    "FinishReason",
+    "FINISH_REASONS",
+    "Status",
+    "Event",
+    "TRANSITIONS",
+    "transition",
+    "diagram",
+    "CompileCache",
+    "CacheKey",
+    "CacheEntry",
+    "PrefixCache",
+    "MatcherSnapshot",
+    "spec_fingerprint",
+    "spec_depth",
+    "Model",
+    "Draft",
+    "KVHandle",
+    "AdversarialModel",
+    "NoisyDraft",
+    "TinyLlamaModel",
+    "InvariantChecker",
+    "Violation",
+    "validate_output",
+    "TraceEvent",
+    "Metrics",
+    "SimulationReport",
+    "run_simulation",
+    "format_report",
+    "exit_code",
+    "cli_simulate",
+    "add_simulate_arguments",
+    "main",
+    "Arrival",
+    "make_workload",
+    "candidate_specs",
+    "default_vocabularies",
+    "permuted_vocabulary",
+    "ServingError",
+    "LifecycleError",
+    "SnapshotMismatch",
+    "UnknownFault",
+]

@@ -1,0 +1,44 @@
+"""Named, switchable faults: realistic serving bugs the invariant checker must catch (DESIGN §5).
+
+Each fault is one ``if`` in the engine (search for ``self._fault(...)`` in ``_engine.py``), so the
+faulty code path sits next to the correct one it corrupts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ._errors import UnknownFault
+
+__all__ = ["FAULTS", "check_faults"]
+
+FAULTS: dict[str, str] = {
+    "shared_beam_matcher": "beams and n>1 samples share one grammar matcher instead of forking it",
+    "beam_reorder_without_matcher_reorder": (
+        "a beam reorder moves token ids, KV and scores by the index map but leaves matchers in place"
+    ),
+    "spec_accept_without_grammar": (
+        "speculative verify accepts draft tokens on probability alone, skipping the grammar check"
+    ),
+    "cache_key_without_vocab": (
+        "the grammar compile cache key omits the vocabulary fingerprint, so engines share grammars"
+    ),
+    "eos_always_allowed": "EOS is allowed in every constrained mask, accepting or not",
+    "resume_without_replay": "a preempted request resumes with a fresh matcher (generated tokens not replayed)",
+    "soft_filter_after_mask_dropped": (
+        "when the grammar leaves no valid token, the mask is dropped and soft filters pick a disallowed token"
+    ),
+    "max_tokens_as_stop": "max_tokens truncation is reported as finish reason 'stop' and valid output",
+    "stream_split_char": "stream deltas decode each token on its own, splitting multi-byte characters",
+    "spec_rollback_off_by_one": "after a speculative rejection the matcher rolls back one token too few",
+    "beam_kv_not_forked": "beams forked from one parent share its KV handle instead of forking it",
+}
+
+
+def check_faults(names: Iterable[str]) -> frozenset[str]:
+    """The fault names as a set; :class:`UnknownFault` for a name not in :data:`FAULTS`."""
+    out = frozenset(names)
+    for name in sorted(out):
+        if name not in FAULTS:
+            raise UnknownFault(name, tuple(FAULTS))
+    return out
