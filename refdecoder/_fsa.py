@@ -28,8 +28,14 @@ beyond it, never truncates.
 
 Byte-level views (:meth:`CodepointDFA.to_utf8`, :meth:`CodepointDFA.to_json_string`) expand every
 transition into the byte paths of its encodings (UTF-8 via :func:`~refdecoder._lexeme.utf8_sequences`;
-JSON escapes), determinize the byte NFA with the same subset construction, and hand the result to
-:meth:`ByteDFA.build <refdecoder._lexeme.ByteDFA.build>`.
+JSON short escapes, ``\\uXXXX`` digit-range automata, surrogate pairs) and determinize those paths
+directly (see :func:`_expand_to_bytes`); the canonical byte table (trim, minimal, BFS-numbered with
+bytes ascending — exactly what :meth:`ByteDFA.build <refdecoder._lexeme.ByteDFA.build>` computes,
+which the tests check) fills a :class:`~refdecoder._lexeme.ByteDFA` without ``build``'s Moore pass,
+whose number of rounds grows with the automaton's depth. Conversions are memoized by language.
+
+Strings are sequences of *scalar values*: a JSON ``\\uD800`` not followed by a low surrogate
+escape (a lone surrogate) is never part of a member's encoding.
 """
 
 from __future__ import annotations

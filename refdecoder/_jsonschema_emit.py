@@ -10,6 +10,7 @@ parser stack completable — the exactness argument of ``_ir``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from itertools import product
@@ -18,13 +19,22 @@ from typing import TYPE_CHECKING, Any
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._lexeme import ByteDFA
-from ._numbers import NumberLexeme
+from ._numbers import NumberLexeme, NumberPredicate
 from .errors import LimitExceeded, Unsupported
 
 if TYPE_CHECKING:
     from ._jsonschema import ArrayShape, Compiler, Expr, ObjectShape
 
 _RET: tuple[int] = (RETURN,)
+_ANY_NUMBER = NumberPredicate.any()
+
+
+@functools.lru_cache(maxsize=1)
+def _any_number_dfa() -> ByteDFA:
+    """RFC 8259 ``number`` (any value) as a ByteDFA."""
+    from ._regex import compile_regex_dfa
+
+    return compile_regex_dfa(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch").to_utf8()
 WS_BYTES = b" \t\n\r"
 MAX_KEY_RULES = 8
 
@@ -355,7 +365,9 @@ class Emitter:
         if shape.boolean:
             words = sorted((b"true" if v else b"false") for v in shape.boolean)
             opts.extend(self.lit(w) for w in words)
-        if not shape.number.is_empty():
+        if shape.number == _ANY_NUMBER:
+            opts.append(self.b.lex(_any_number_dfa()))  # regular: a DFA, so masks use lexeme tables
+        elif not shape.number.is_empty():
             opts.append(self.b.lex(NumberLexeme(shape.number)))
         if not shape.string.is_empty():
             opts.append(self.b.lex(self.string_lexeme(shape.string)))

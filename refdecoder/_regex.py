@@ -24,9 +24,10 @@ handled exactly, anywhere in the pattern, by a product of the Thompson NFA with 
 *phase* automaton (still at position 0? / no end promised, end promised, "exactly one \\n then
 end" promised); ``search`` mode is ``Σ* p Σ*`` built the same way. Refused with
 :class:`~refdecoder.errors.Unsupported`: backreferences, lookaround, ``\\b``/``\\B``, atomic groups,
-possessive quantifiers, conditionals, and the flags ``i``, ``m`` (with anchors), ``x`` in ECMA,
-ECMA modifiers ``(?i:...)``, and ``\\p{...}`` properties other than General_Category values,
-``Any``, ``ASCII``, ``Assigned`` and ``ASCII_Hex_Digit``.
+possessive quantifiers, conditionals, Python's flags ``i`` and ``m`` (the latter where an anchor
+is under it), ECMA modifiers ``(?i:...)``, and ECMA ``\\p{...}`` properties other than
+General_Category values, ``Any``, ``ASCII``, ``Assigned`` and ``ASCII_Hex_Digit``. Subjects are
+strings of scalar values: an escape of a lone surrogate matches nothing.
 """
 
 from __future__ import annotations
@@ -351,7 +352,6 @@ class _EcmaParser:
         return q
 
     def atom(self) -> Node:
-        start = self.i
         c = self.p[self.i]
         if c == ".":
             self.i += 1
@@ -367,7 +367,6 @@ class _EcmaParser:
         if c == "{" and _BRACED.match(self.p, self.i):
             raise self.error("nothing to repeat", "an atom before the quantifier")
         self.i += 1  # a pattern character; ']', '{', '}' are Annex B literals
-        del start
         return ("c", normalize([(ord(c), ord(c))]))
 
     def group(self) -> Node:
