@@ -13,7 +13,7 @@ faster path below is checked against it by property tests (``tests/test_masks.py
    state per depth, and jumping to ``skip[i]`` when the parser dies, visits each live prefix once
    (outlines' and llguidance's token-trie walk). Parser states are interned to small ints with a
    lazily filled 256-wide transition row each, so the inner loop is list indexing.
-2. **Lexeme tables** (xgrammar's adaptive token-mask cache, Dong et al. 2024, §3.2). When the top
+2. **Lexeme tables** (xgrammar's adaptive token-mask cache: Dong et al. 2024, arXiv:2411.15100). When the top
    frame of every stack of ``s`` is a :class:`ByteDFA` lexeme in DFA state ``q``, a token's fate on
    that stack depends on ``(dfa, q)`` alone unless the DFA passes through a final state *inside* the
    token (after at least one byte), where the parser might return to the caller. For each
