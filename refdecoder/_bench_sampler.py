@@ -95,6 +95,11 @@ def run_sampler_bench(
                 logits = torch.randn(batch, vocab, generator=gen)
                 words = -(-vocab // 32)
                 bitmask = torch.randint(-(2**31), 2**31 - 1, (batch, words), dtype=torch.int32, generator=gen)
+                if vocab % 32:
+                    # Set the bits past the vocabulary: with them cleared, xgrammar 0.2.9's CPU kernel
+                    # writes -inf one element past each row (past the tensor for the last row).
+                    pad = ((1 << 32) - 1) ^ ((1 << (vocab % 32)) - 1)
+                    bitmask[:, -1] |= pad - (1 << 32)
                 ours: tuple[float, float] | None = None
                 for name, kernel in engines.items():
                     work = logits.clone()

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._sampler_bits import INT_TWIN, fill_disallowed_, keep_words, where_keep_
+from ._sampler_bits import INT_TWIN, fill_disallowed_, keep_words, scratch_buffer, where_keep_
 from ._sampler_draw import inverse_cdf, mix_seed, uniforms
 from .errors import MaskcertError, NoValidToken
 
@@ -329,7 +329,7 @@ def _mask_rows_(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
         step = max(1, _CPU_CHUNK // covered) if logits.device.type == "cpu" else rows
         for start in range(0, rows, step):
             part = slice(start, start + step)
-            keep = keep_words(bitmask[part], covered, INT_TWIN[logits.dtype])
+            keep = keep_words(bitmask[part], covered, INT_TWIN[logits.dtype], scratch=True)
             fill_disallowed_(logits[part, :covered], keep)
     if covered < vocab:
         logits[:, covered:].fill_(_NEG_INF)
@@ -465,8 +465,152 @@ def _apply_soft_filters_(z: torch.Tensor, thresholds: list[float]) -> list[bool]
     return fell_back
 
 
+def _work_buffer(slot: str, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised working tensor shaped like ``like``: on the CPU a reused per-thread buffer."""
+    if like.device.type == "cpu":
+        return scratch_buffer(slot, like.numel(), dtype).view(like.shape)
+    return torch.empty(like.shape, dtype=dtype, device=like.device)
+
+
+def _count_true(mask: torch.Tensor) -> torch.Tensor:
+    """Per-row count of a bool [B, V] (summing bytes as int32: no int64 copy of the mask)."""
+    return mask.view(torch.uint8).sum(-1, dtype=torch.int32)
+
+
 def _row_max(x: torch.Tensor) -> torch.Tensor:
     return x.amax(-1) if x.shape[1] else x.new_full((x.shape[0],), _NEG_INF)
+
+
+def _sample_rows(
+    rows2d: torch.Tensor,
+    bm: torch.Tensor,
+    plist: list[SamplingParams],
+    gens: list[torch.Generator | None],
+    history: list[TokenHistory | None],
+    states: list[Any],
+    step: int | None,
+    offset: int,
+) -> SampleResult:
+    """:func:`sample` on rows ``offset ..`` of the batch (checked arguments; rows are independent)."""
+    batch, vocab = rows2d.shape
+    # 1. Working copy in float32 (float64 stays), NaN -> -inf, counted. A row sum is NaN when the row
+    # holds a NaN (or both infinities), which is cheaper to find than counting NaNs everywhere.
+    work_dtype = torch.float64 if rows2d.dtype == torch.float64 else torch.float32
+    x = _work_buffer("x", rows2d, work_dtype).copy_(rows2d)
+    if bool(torch.isnan(x.sum(-1)).any()):
+        nan_counts = _count_true(torch.isnan(x)).to(torch.int64).cpu()
+        x.nan_to_num_(nan=_NEG_INF, posinf=_POS_INF, neginf=_NEG_INF)
+    else:
+        nan_counts = torch.zeros(batch, dtype=torch.int64)
+
+    # 2. Penalties.
+    _apply_penalties_(x, plist, history)
+
+    # 3. Grammar mask: xa holds allowed logits, x is reused for the disallowed ones.
+    keep = keep_words(bm, min(vocab, 32 * bm.shape[1]), INT_TWIN[work_dtype], scratch=True)
+    if keep.shape[1] < vocab:
+        keep = torch.cat([keep, keep.new_zeros(batch, vocab - keep.shape[1])], dim=1)
+    xa = _work_buffer("xa", x, work_dtype).copy_(x)
+    fill_disallowed_(xa, keep)
+    xd = x
+    fill_disallowed_(xd, keep.bitwise_not_())
+    keep.bitwise_not_()
+    top_a = _row_max(xa)
+    top_d = _row_max(xd)
+    top_a_list = top_a.tolist()
+
+    errors: list[NoValidToken | None] = [
+        NoValidToken(offset + row, step, states[row]) if t == _NEG_INF else None
+        for row, t in enumerate(top_a_list)
+    ]
+    token_ids = [-1] * batch
+    logprobs = [math.nan] * batch
+    greedy = [row for row in range(batch) if errors[row] is None and plist[row].greedy]
+    sampled = [row for row in range(batch) if errors[row] is None and not plist[row].greedy]
+
+    # 4. Greedy rows: argmax over allowed tokens (first on ties).
+    if greedy:
+        sel = torch.tensor(greedy, dtype=torch.int64, device=x.device)
+        rows_g = xa if len(greedy) == batch else xa.index_select(0, sel)
+        for row, tok in zip(greedy, rows_g.argmax(-1).tolist(), strict=True):
+            token_ids[row] = tok
+            logprobs[row] = 0.0
+
+    # 5. Mass the grammar removed. Greedy rows, and rows whose allowed maximum is +inf, take the limit:
+    # the share of disallowed tokens among those tied at the overall maximum.
+    top_all = torch.maximum(top_a, top_d)
+    limit_share: dict[int, float] = {}
+    limit_rows = [row for row in range(batch) if plist[row].greedy or top_a_list[row] == _POS_INF]
+    if limit_rows:
+        top_col = top_all.unsqueeze(-1)
+        n_a = _count_true(xa == top_col).tolist()
+        n_d = _count_true(xd == top_col).tolist()
+        for row, top in zip(limit_rows, top_all[limit_rows].tolist(), strict=True):
+            limit_share[row] = math.nan if top == _NEG_INF else n_d[row] / (n_a[row] + n_d[row])
+    inf_rows = {row: xa[row] == _POS_INF for row in sampled if top_a_list[row] == _POS_INF}
+    # Temperature, shifted by the row's allowed maximum so that z's maximum is exactly 0 (no overflow),
+    # in base 2: z = (x - max) * log2(e) / T, weights 2**z. (torch.exp2 is vectorised on the CPU even
+    # for -inf and underflow, where torch.exp takes a slow path: ~0.6 ms against ~8 ms for [8, 128k].)
+    # A row whose allowed maximum is +inf is uniform over those tokens (the limit of the softmax).
+    # removed = mass_d / (mass_a + mass_d): a ratio of two sums, so small masses keep their precision.
+    removed = torch.full((batch,), math.nan, dtype=torch.float64)
+    if sampled or len(limit_share) < batch:
+        scales = [_LOG2E / (p.temperature if p.temperature > 0 else 1.0) for p in plist]
+        scale = torch.tensor(scales, dtype=work_dtype).to(x.device).unsqueeze(-1)
+        shift = torch.where(torch.isfinite(top_a), top_a, torch.zeros_like(top_a)).unsqueeze(-1)
+        z = xa.sub_(shift).mul_(scale)
+        for row, at_inf in inf_rows.items():
+            z[row] = torch.where(at_inf, 0.0, _NEG_INF)
+        mass_d = xd.sub_(shift).mul_(scale).exp2_().sum(-1).double()
+        weights = torch.exp2(z, out=xd)  # xd is spent: reuse its memory
+        mass_a = weights.sum(-1).double()
+        removed = torch.where(torch.isinf(mass_d), 1.0, mass_d / (mass_a + mass_d)).cpu()
+    for row, share in limit_share.items():
+        removed[row] = share
+
+    if sampled:
+        # 6. Soft filters, then the grammar mask again, then the draw. When no soft filter changed z
+        # since the grammar mask, the mask is already in z and its weights are reused.
+        everyone = len(sampled) == batch
+        sel = torch.tensor(sampled, dtype=torch.int64, device=x.device)
+        zs = z if everyone else z.index_select(0, sel)
+        if any(plist[row].has_soft_filters for row in sampled):
+            totals = mass_a.tolist()
+            thresholds = [
+                _soft_threshold(zs[i], plist[row], totals[row]) if plist[row].has_soft_filters else _NEG_INF
+                for i, row in enumerate(sampled)
+            ]
+            _apply_soft_filters_(zs, thresholds)
+            fill_disallowed_(zs, keep if everyone else keep.index_select(0, sel))
+            ws = torch.exp2(zs, out=weights if everyone else None)
+            total = ws.sum(-1).double()
+        else:
+            ws = weights if everyone else weights.index_select(0, sel)
+            total = mass_a if everyone else mass_a.index_select(0, sel)
+        row_gens: list[torch.Generator | None] = []
+        for row in sampled:
+            gen = gens[row]
+            seed = plist[row].seed
+            if gen is None and seed is not None:
+                gen = torch.Generator(device="cpu")
+                gen.manual_seed(mix_seed(seed, step or 0))
+            row_gens.append(gen)
+        drawn = inverse_cdf(ws, uniforms(row_gens))
+        chosen = zs.gather(1, drawn.unsqueeze(-1)).squeeze(-1).to(torch.float64)
+        if bool(torch.isneginf(chosen).any()):  # pragma: no cover - excluded by the inverse-CDF argument
+            raise AssertionError("sampler drew a token of probability 0; this is a bug in refdecoder")
+        logp = (chosen - total.log2()) * _LN2
+        for row, tok, lp in zip(sampled, drawn.tolist(), logp.tolist(), strict=True):
+            token_ids[row] = tok
+            logprobs[row] = lp
+
+    return SampleResult(
+        token_ids=torch.tensor(token_ids, dtype=torch.int64),
+        logprobs=torch.tensor(logprobs, dtype=torch.float64),
+        grammar_removed_mass=removed,
+        nan_counts=nan_counts,
+        errors=tuple(errors),
+    )
 
 
 def sample(
@@ -506,122 +650,32 @@ def sample(
             raise SamplerError(f"token_history[{row}]", "a TokenHistory or None", type(h).__name__)
     states = _check_rows("state_ids", state_ids, batch) if state_ids is not None else [None] * batch
 
-    # 1. Working copy in float32 (float64 stays), NaN -> -inf, counted. A row sum is NaN when the row
-    # holds a NaN (or both infinities), which is cheaper to find than counting NaNs everywhere.
-    work_dtype = torch.float64 if rows2d.dtype == torch.float64 else torch.float32
-    x = rows2d.to(work_dtype, copy=True)
-    if bool(torch.isnan(x.sum(-1)).any()):
-        nan_counts = torch.isnan(x).sum(-1).cpu()
-        x.nan_to_num_(nan=_NEG_INF, posinf=_POS_INF, neginf=_NEG_INF)
-    else:
-        nan_counts = torch.zeros(batch, dtype=torch.int64)
-
-    # 2. Penalties.
-    _apply_penalties_(x, plist, history)
-
-    # 3. Grammar mask: xa holds allowed logits, x is reused for the disallowed ones.
-    keep = keep_words(bm, min(vocab, 32 * bm.shape[1]), INT_TWIN[work_dtype])
-    if keep.shape[1] < vocab:
-        keep = torch.cat([keep, keep.new_zeros(batch, vocab - keep.shape[1])], dim=1)
-    xa = x.clone()
-    fill_disallowed_(xa, keep)
-    xd = x
-    fill_disallowed_(xd, keep.bitwise_not_())
-    keep.bitwise_not_()
-    top_a = _row_max(xa)
-    top_d = _row_max(xd)
-    top_a_list = top_a.tolist()
-
-    errors: list[NoValidToken | None] = [
-        NoValidToken(row, step, states[row]) if t == _NEG_INF else None for row, t in enumerate(top_a_list)
+    # Rows are independent, so the CPU works on row blocks of <= _CPU_CHUNK logits: temporaries stay
+    # a few MiB (reused by the allocator) instead of fresh page-faulted buffers of the batch's size.
+    rows_per_block = max(1, _CPU_CHUNK // max(vocab, 1)) if rows2d.device.type == "cpu" else max(batch, 1)
+    parts = [
+        _sample_rows(
+            rows2d[start : start + rows_per_block],
+            bm[start : start + rows_per_block],
+            plist[start : start + rows_per_block],
+            gens[start : start + rows_per_block],
+            history[start : start + rows_per_block],
+            states[start : start + rows_per_block],
+            step,
+            start,
+        )
+        for start in range(0, batch, rows_per_block)
     ]
-    token_ids = [-1] * batch
-    logprobs = [math.nan] * batch
-    greedy = [row for row in range(batch) if errors[row] is None and plist[row].greedy]
-    sampled = [row for row in range(batch) if errors[row] is None and not plist[row].greedy]
-
-    # 4. Greedy rows: argmax over allowed tokens (first on ties).
-    if greedy:
-        sel = torch.tensor(greedy, dtype=torch.int64, device=x.device)
-        rows_g = xa if len(greedy) == batch else xa.index_select(0, sel)
-        for row, tok in zip(greedy, rows_g.argmax(-1).tolist(), strict=True):
-            token_ids[row] = tok
-            logprobs[row] = 0.0
-
-    # 5. Mass the grammar removed. Greedy rows, and rows whose allowed maximum is +inf, take the limit:
-    # the share of disallowed tokens among those tied at the overall maximum.
-    top_all = torch.maximum(top_a, top_d)
-    limit_share: dict[int, float] = {}
-    limit_rows = [row for row in range(batch) if plist[row].greedy or top_a_list[row] == _POS_INF]
-    if limit_rows:
-        top_col = top_all.unsqueeze(-1)
-        n_a = (xa == top_col).sum(-1).tolist()
-        n_d = (xd == top_col).sum(-1).tolist()
-        for row, top in zip(limit_rows, top_all[limit_rows].tolist(), strict=True):
-            limit_share[row] = math.nan if top == _NEG_INF else n_d[row] / (n_a[row] + n_d[row])
-    inf_rows = {row: xa[row] == _POS_INF for row in sampled if top_a_list[row] == _POS_INF}
-    # Temperature, shifted by the row's allowed maximum so that z's maximum is exactly 0 (no overflow),
-    # in base 2: z = (x - max) * log2(e) / T, weights 2**z. (torch.exp2 is vectorised on the CPU even
-    # for -inf and underflow, where torch.exp takes a slow path: ~0.6 ms against ~8 ms for [8, 128k].)
-    # A row whose allowed maximum is +inf is uniform over those tokens (the limit of the softmax).
-    # removed = mass_d / (mass_a + mass_d): a ratio of two sums, so small masses keep their precision.
-    removed = torch.full((batch,), math.nan, dtype=torch.float64)
-    if sampled or len(limit_share) < batch:
-        scales = [_LOG2E / (p.temperature if p.temperature > 0 else 1.0) for p in plist]
-        scale = torch.tensor(scales, dtype=work_dtype).to(x.device).unsqueeze(-1)
-        shift = torch.where(torch.isfinite(top_a), top_a, torch.zeros_like(top_a)).unsqueeze(-1)
-        z = xa.sub_(shift).mul_(scale)
-        for row, at_inf in inf_rows.items():
-            z[row] = torch.where(at_inf, 0.0, _NEG_INF)
-        weights = torch.exp2(z)
-        mass_a = weights.sum(-1).double()
-        mass_d = xd.sub_(shift).mul_(scale).exp2_().sum(-1).double()
-        removed = torch.where(torch.isinf(mass_d), 1.0, mass_d / (mass_a + mass_d)).cpu()
-    for row, share in limit_share.items():
-        removed[row] = share
-
-    if sampled:
-        # 6. Soft filters, then the grammar mask again, then the draw. When no soft filter changed z
-        # since the grammar mask, the mask is already in z and its weights are reused.
-        everyone = len(sampled) == batch
-        sel = torch.tensor(sampled, dtype=torch.int64, device=x.device)
-        zs = z if everyone else z.index_select(0, sel)
-        if any(plist[row].has_soft_filters for row in sampled):
-            totals = mass_a.tolist()
-            thresholds = [
-                _soft_threshold(zs[i], plist[row], totals[row]) if plist[row].has_soft_filters else _NEG_INF
-                for i, row in enumerate(sampled)
-            ]
-            _apply_soft_filters_(zs, thresholds)
-            fill_disallowed_(zs, keep if everyone else keep.index_select(0, sel))
-            ws = torch.exp2(zs)
-            total = ws.sum(-1).double()
-        else:
-            ws = weights if everyone else weights.index_select(0, sel)
-            total = mass_a if everyone else mass_a.index_select(0, sel)
-        row_gens: list[torch.Generator | None] = []
-        for row in sampled:
-            gen = gens[row]
-            seed = plist[row].seed
-            if gen is None and seed is not None:
-                gen = torch.Generator(device="cpu")
-                gen.manual_seed(mix_seed(seed, step or 0))
-            row_gens.append(gen)
-        drawn = inverse_cdf(ws, uniforms(row_gens))
-        chosen = zs.gather(1, drawn.unsqueeze(-1)).squeeze(-1).to(torch.float64)
-        if bool(torch.isneginf(chosen).any()):  # pragma: no cover - excluded by the inverse-CDF argument
-            raise AssertionError("sampler drew a token of probability 0; this is a bug in refdecoder")
-        logp = (chosen - total.log2()) * _LN2
-        for row, tok, lp in zip(sampled, drawn.tolist(), logp.tolist(), strict=True):
-            token_ids[row] = tok
-            logprobs[row] = lp
-
     result = SampleResult(
-        token_ids=torch.tensor(token_ids, dtype=torch.int64),
-        logprobs=torch.tensor(logprobs, dtype=torch.float64),
-        grammar_removed_mass=removed,
-        nan_counts=nan_counts,
-        errors=tuple(errors),
+        token_ids=torch.cat([p.token_ids for p in parts]) if parts else torch.zeros(0, dtype=torch.int64),
+        logprobs=torch.cat([p.logprobs for p in parts]) if parts else torch.zeros(0, dtype=torch.float64),
+        grammar_removed_mass=(
+            torch.cat([p.grammar_removed_mass for p in parts])
+            if parts
+            else torch.zeros(0, dtype=torch.float64)
+        ),
+        nan_counts=torch.cat([p.nan_counts for p in parts]) if parts else torch.zeros(0, dtype=torch.int64),
+        errors=tuple(e for p in parts for e in p.errors),
     )
     if raise_on_error:
         result.raise_first()

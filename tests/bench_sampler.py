@@ -44,6 +44,7 @@ def _inputs(batch: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(batch * 1_000_003 + vocab)
     logits = torch.randn(batch, vocab, generator=gen)
     bitmask = torch.randint(-(2**31), 2**31 - 1, (batch, -(-vocab // 32)), dtype=torch.int32, generator=gen)
+    assert vocab % 32 == 0  # else set the pad bits: xgrammar 0.2.9's CPU kernel writes past rows otherwise
     return logits, bitmask
 
 
