@@ -27,12 +27,16 @@ def load_backend(name: str, **options: Any) -> Any:
     """An adapter by registered name or ``module:Class``."""
     target = ADAPTERS.get(name, name)
     if ":" not in target:
-        raise BackendUnavailable(f"unknown backend {name!r}: expected one of {sorted(ADAPTERS)} or 'module:Class'")
+        raise BackendUnavailable(
+            f"unknown backend {name!r}: expected one of {sorted(ADAPTERS)} or 'module:Class'"
+        )
     mod_name, cls_name = target.split(":", 1)
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
-        raise BackendUnavailable(f"backend {name!r} is not available: {e} (pip install 'maskcert[backends]')") from e
+        raise BackendUnavailable(
+            f"backend {name!r} is not available: {e} (pip install 'maskcert[backends]')"
+        ) from e
     cls = getattr(mod, cls_name, None)
     if cls is None:
         raise BackendUnavailable(f"backend {name!r}: module {mod_name!r} has no attribute {cls_name!r}")

@@ -28,11 +28,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 import llguidance as llg
@@ -40,7 +37,7 @@ import numpy as np
 
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder._tokens import num_words
-from refdecoder.errors import MaskcertError, StateError
+from refdecoder.errors import MaskcertError
 
 from ..backend import (
     Accepted,
@@ -53,16 +50,14 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
+from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
 
 __all__ = ["LLGuidanceBackend", "LLGuidanceMatcher", "LLGuidanceError", "declared_profile"]
 
-try:
-    _VERSION = _dist_version("llguidance")
-except PackageNotFoundError:  # pragma: no cover
-    _VERSION = getattr(llg, "__version__", "unknown")
+_VERSION = dist_version("llguidance", getattr(llg, "__version__", "unknown"))
 
 
 class LLGuidanceError(MaskcertError, RuntimeError):
@@ -195,8 +190,9 @@ class LLGuidanceBackend:
         self.profile = declared_profile(whitespace_flexible, general_unicode_escapes)
         self._limits = llg.LLParserLimits(**limits) if limits else None
         self._log_level = log_level
-        self._tokenizers: OrderedDict[str, llg.LLTokenizer] = OrderedDict()
-        self._max_tokenizers = max_tokenizers
+        self._tokenizers: PerVocabulary[llg.LLTokenizer] = PerVocabulary(
+            self._build_tokenizer, max_tokenizers
+        )
 
     def json_options(self) -> JsonCompileOptions:
         return {
@@ -205,17 +201,12 @@ class LLGuidanceBackend:
         }
 
     def _tokenizer(self, vocabulary: Any) -> llg.LLTokenizer:
-        key = vocabulary.fingerprint
-        hit = self._tokenizers.get(key)
-        if hit is not None:
-            self._tokenizers.move_to_end(key)
-            return hit
+        return self._tokenizers.get(vocabulary)
+
+    def _build_tokenizer(self, vocabulary: Any) -> llg.LLTokenizer:
         tok = llg.LLTokenizer(
             llg.TokenizerWrapper(_ByteTokenizer(vocabulary)), eos_token=sorted(vocabulary.eos_ids)
         )
-        self._tokenizers[key] = tok
-        while len(self._tokenizers) > self._max_tokenizers:
-            self._tokenizers.popitem(last=False)
         return tok
 
     def _grammar(self, spec: Spec) -> str | Refused:
@@ -324,13 +315,12 @@ class LLGuidanceMatcher:
         ``deep_copy`` that is adopted only if llguidance accepts it there. (``validate_tokens`` and
         ``consume_token`` disagree on EOS once the matcher has stopped; :meth:`validate` reports
         ``validate_tokens`` as it is.)"""
-        if not 0 <= token_id < self._h.vocab_size:
-            return Rejected(
-                token_id, None, self._state_id(), f"token id out of range [0, {self._h.vocab_size})"
-            )
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
+        )
+        if edge is not None:
+            return edge
         data = self._h.token_bytes[token_id]
-        if self._terminated():
-            return Rejected(token_id, data, self._state_id(), "the sequence already ended with EOS")
         n = self._m.validate_tokens([token_id])
         self._check("validate_tokens")
         if n >= 1:
@@ -354,8 +344,7 @@ class LLGuidanceMatcher:
         return self._terminated()
 
     def rollback(self, k: int) -> None:
-        if not isinstance(k, int) or k < 0 or k > len(self._ids):
-            raise StateError(f"rollback({k!r}): can undo between 0 and {len(self._ids)} tokens")
+        check_rollback(k, len(self._ids))
         if k == 0:
             return
         if not self._m.rollback(k):

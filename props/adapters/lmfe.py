@@ -26,10 +26,7 @@ strips trailing U+FFFD (``_decode_function``), and the EOS ids. Then:
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 import interegular
@@ -50,7 +47,6 @@ from lmformatenforcer.consts import DEFAULT_MAX_CONSECUTIVE_WHITESPACES
 
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder._tokens import num_words, pack_ids
-from refdecoder.errors import StateError
 
 from ..backend import (
     Accepted,
@@ -63,13 +59,11 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
+from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 __all__ = ["LMFormatEnforcerBackend", "LMFormatEnforcerMatcher", "declared_profile"]
 
-try:
-    _VERSION = _dist_version("lm-format-enforcer")
-except PackageNotFoundError:  # pragma: no cover
-    _VERSION = "unknown"
+_VERSION = dist_version("lm-format-enforcer")
 
 # Errors that lmformatenforcer raises for schemas it does not handle (jsonschemaparser.get_parser:
 # ``raise Exception("Unsupported type ...")`` etc.), as opposed to bugs.
@@ -167,19 +161,15 @@ class LMFormatEnforcerBackend:
     ) -> None:
         self.max_consecutive_whitespaces = max_consecutive_whitespaces
         self.profile = declared_profile(max_consecutive_whitespaces)
-        self._data: OrderedDict[str, TokenEnforcerTokenizerData] = OrderedDict()
-        self._max_data = max_vocabularies
+        self._data: PerVocabulary[TokenEnforcerTokenizerData] = PerVocabulary(
+            self._build_tokenizer_data, max_vocabularies
+        )
 
     def _tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
-        key = vocabulary.fingerprint
-        hit = self._data.get(key)
-        if hit is not None:
-            self._data.move_to_end(key)
-            return hit
+        return self._data.get(vocabulary)
+
+    def _build_tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
         data = _tokenizer_data(vocabulary)
-        self._data[key] = data
-        while len(self._data) > self._max_data:
-            self._data.popitem(last=False)
         return data
 
     def _config(self, data: TokenEnforcerTokenizerData) -> CharacterLevelParserConfig:
@@ -275,13 +265,12 @@ class LMFormatEnforcerMatcher:
         return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
 
     def accept(self, token_id: int) -> TokenOutcome:
-        if not 0 <= token_id < self._h.vocab_size:
-            return Rejected(
-                token_id, None, self._state_id(), f"token id out of range [0, {self._h.vocab_size})"
-            )
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
+        )
+        if edge is not None:
+            return edge
         data = self._h.token_bytes[token_id]
-        if self._terminated():
-            return Rejected(token_id, data, self._state_id(), "the sequence already ended with EOS")
         if token_id not in set(self.allowed_ids()):
             return Rejected(token_id, data, self._state_id(), "not in TokenEnforcer.get_allowed_tokens")
         self._ids.append(token_id)
@@ -294,8 +283,7 @@ class LMFormatEnforcerMatcher:
         return self._terminated()
 
     def rollback(self, k: int) -> None:
-        if not isinstance(k, int) or k < 0 or k > len(self._ids):
-            raise StateError(f"rollback({k!r}): can undo between 0 and {len(self._ids)} tokens")
+        check_rollback(k, len(self._ids))
         del self._ids[len(self._ids) - k :]
 
     def fork(self) -> LMFormatEnforcerMatcher:

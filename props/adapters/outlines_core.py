@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +35,6 @@ from outlines_core.json_schema import build_regex_from_schema
 
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder._tokens import num_words
-from refdecoder.errors import StateError
 
 from ..backend import (
     Accepted,
@@ -51,13 +47,11 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
+from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 __all__ = ["OutlinesCoreBackend", "OutlinesCoreMatcher", "declared_profile", "WHITESPACE_PATTERN"]
 
-try:
-    _VERSION = _dist_version("outlines_core")
-except PackageNotFoundError:  # pragma: no cover
-    _VERSION = "unknown"
+_VERSION = dist_version("outlines_core")
 
 # outlines-core's own default is outlines_core.json_schema.WHITESPACE == r"[ ]?": at most one U+0020.
 # No profile says "spaces only", so the adapter passes the same bound over JSON's four whitespace
@@ -162,23 +156,17 @@ class OutlinesCoreBackend:
         self.max_recursion_depth = max_recursion_depth
         self.max_rollback = max_rollback
         self.profile = declared_profile(whitespace_pattern)
-        self._vocabs: OrderedDict[str, oc.Vocabulary] = OrderedDict()
-        self._max_vocabs = max_vocabularies
+        self._vocabs: PerVocabulary[oc.Vocabulary] = PerVocabulary(self._build_vocabulary, max_vocabularies)
 
     def _vocabulary(self, vocabulary: Any) -> oc.Vocabulary:
-        key = vocabulary.fingerprint
-        hit = self._vocabs.get(key)
-        if hit is not None:
-            self._vocabs.move_to_end(key)
-            return hit
+        return self._vocabs.get(vocabulary)
+
+    def _build_vocabulary(self, vocabulary: Any) -> oc.Vocabulary:
         table: dict[bytes, list[int]] = {}
         for i, data in enumerate(vocabulary.token_bytes):
             if data is not None:
                 table.setdefault(data, []).append(i)
         voc = oc.Vocabulary(min(vocabulary.eos_ids), table)
-        self._vocabs[key] = voc
-        while len(self._vocabs) > self._max_vocabs:
-            self._vocabs.popitem(last=False)
         return voc
 
     def regex_of(self, spec: Spec) -> str | Refused:
@@ -276,13 +264,12 @@ class OutlinesCoreMatcher:
         return bool((int(self._raw_mask()[e >> 5]) >> (e & 31)) & 1)
 
     def accept(self, token_id: int) -> TokenOutcome:
-        if not 0 <= token_id < self._h.vocab_size:
-            return Rejected(
-                token_id, None, self._state_id(), f"token id out of range [0, {self._h.vocab_size})"
-            )
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated
+        )
+        if edge is not None:
+            return edge
         data = self._h.token_bytes[token_id]
-        if self._terminated:
-            return Rejected(token_id, data, self._state_id(), "the sequence already ended with EOS")
         if token_id == self._h.eos_id:
             if not self._eos_allowed():
                 return Rejected(
@@ -312,8 +299,7 @@ class OutlinesCoreMatcher:
 
     def rollback(self, k: int) -> None:
         total = len(self._ids) + int(self._terminated)
-        if not isinstance(k, int) or k < 0 or k > total:
-            raise StateError(f"rollback({k!r}): can undo between 0 and {total} tokens")
+        check_rollback(k, total)
         if k and self._terminated:
             self._terminated = False
             k -= 1

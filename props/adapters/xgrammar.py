@@ -24,10 +24,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +32,6 @@ import xgrammar as xgr
 
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder._tokens import num_words
-from refdecoder.errors import StateError
 
 from ..backend import (
     Accepted,
@@ -48,13 +44,11 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
+from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 __all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile"]
 
-try:
-    _VERSION = _dist_version("xgrammar")
-except PackageNotFoundError:  # pragma: no cover - a source checkout
-    _VERSION = "unknown"
+_VERSION = dist_version("xgrammar")
 
 # xgrammar reports converter and parser errors as RuntimeError("[hh:mm:ss] /path/file.cc:LINE: message").
 # Those are its documented refusals ("Raises RuntimeError: When converting the json schema fails",
@@ -179,15 +173,14 @@ class XGrammarBackend:
         self.max_threads = max_threads
         self.cache_enabled = cache_enabled
         self.profile = declared_profile(any_whitespace, max_whitespace_cnt, strict_mode)
-        self._compilers: OrderedDict[str, xgr.GrammarCompiler] = OrderedDict()
-        self._max_compilers = max_compilers
+        self._compilers: PerVocabulary[xgr.GrammarCompiler] = PerVocabulary(
+            self._build_compiler, max_compilers
+        )
 
     def _compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
-        key = vocabulary.fingerprint
-        hit = self._compilers.get(key)
-        if hit is not None:
-            self._compilers.move_to_end(key)
-            return hit
+        return self._compilers.get(vocabulary)
+
+    def _build_compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
         encoded = [b if b is not None else b"" for b in vocabulary.token_bytes]
         info = xgr.TokenizerInfo(
             encoded,
@@ -196,9 +189,6 @@ class XGrammarBackend:
             stop_token_ids=sorted(vocabulary.eos_ids),
         )
         compiler = xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=self.cache_enabled)
-        self._compilers[key] = compiler
-        while len(self._compilers) > self._max_compilers:
-            self._compilers.popitem(last=False)
         return compiler
 
     def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
@@ -272,13 +262,12 @@ class XGrammarMatcher:
         return out
 
     def accept(self, token_id: int) -> TokenOutcome:
-        if not 0 <= token_id < self._h.vocab_size:
-            return Rejected(
-                token_id, None, self._state_id(), f"token id out of range [0, {self._h.vocab_size})"
-            )
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._m.is_terminated()
+        )
+        if edge is not None:
+            return edge
         data = self._h.token_bytes[token_id]
-        if self._m.is_terminated():
-            return Rejected(token_id, data, self._state_id(), "the sequence already ended with EOS")
         if not self._m.accept_token(token_id):
             return Rejected(
                 token_id, data, self._state_id(), "xgrammar GrammarMatcher.accept_token returned False"
@@ -293,8 +282,7 @@ class XGrammarMatcher:
         return bool(self._m.is_terminated())
 
     def rollback(self, k: int) -> None:
-        if not isinstance(k, int) or k < 0 or k > len(self._ids):
-            raise StateError(f"rollback({k!r}): can undo between 0 and {len(self._ids)} tokens")
+        check_rollback(k, len(self._ids))
         if k == 0:
             return
         self._m.rollback(k)
