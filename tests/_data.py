@@ -78,3 +78,39 @@ def save_baseline_if_asked(name: str, data: dict[str, Any]) -> bool:
     p = REPO / "tests" / "baselines" / name
     p.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return True
+
+
+def compile_or_status(spec: Any, limits: Any, with_reason: bool = True) -> tuple[Any, str]:
+    """``(grammar, "compiled")``, or ``(None, status)`` with the refusal as a baseline records it."""
+    import refdecoder
+    from refdecoder import LimitExceeded, SpecError, Unsupported
+
+    try:
+        return refdecoder.compile(spec, limits), "compiled"
+    except Unsupported as e:
+        return None, f"refused: {e.keyword}: {e.reason}" if with_reason else f"refused: {e.keyword}"
+    except LimitExceeded as e:
+        return None, f"refused: limit {e.limit}"
+    except SpecError as e:
+        return None, f"invalid: {e.what}"
+
+
+def ratchet(name: str, status: dict[str, str], what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Compare ``status`` (id -> "compiled" or a refusal) with the committed baseline: what compiled
+    there must still compile (regressions fail); new compiles pass with a note (STYLE §11).
+    ``MASKCERT_UPDATE_BASELINES=1`` rewrites the baseline instead."""
+    compiled = sum(1 for s in status.values() if s == "compiled")
+    with capsys.disabled():
+        print(f"\n{what}: {compiled}/{len(status)} compiled ({compiled / max(1, len(status)):.1%})")
+    if save_baseline_if_asked(name, status):
+        return
+    baseline = load_baseline(name)
+    assert baseline, f"no baseline tests/baselines/{name}: run with MASKCERT_UPDATE_BASELINES=1"
+    regressed = [k for k, s in baseline.items() if s == "compiled" and k in status and status[k] != "compiled"]
+    assert not regressed, f"{what}: compiled in the baseline, no longer:\n" + "\n".join(
+        f"{k}: {status[k]}" for k in regressed[:30]
+    )
+    improved = [k for k, s in status.items() if s == "compiled" and baseline.get(k) != "compiled"]
+    if improved:
+        with capsys.disabled():
+            print(f"{len(improved)} newly compile; update with MASKCERT_UPDATE_BASELINES=1")

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 import refdecoder
-from refdecoder import JsonProfile, LimitExceeded, Limits, SpecError, Unsupported
+from refdecoder import JsonProfile, Limits
 
-from ._data import load_baseline, require_shared, save_baseline_if_asked, serializations
+from ._data import compile_or_status, ratchet, require_shared, serializations
 
 PROFILE = JsonProfile(allow_duplicate_keys=True)
 BASELINE = "json-schema-test-suite.json"
@@ -72,18 +72,9 @@ def suite() -> dict[str, Any]:
         if reason:
             status[gid] = f"skipped: {reason}"
             continue
-        try:
-            g = refdecoder.compile(refdecoder.JsonSchema(schema, PROFILE, remotes), limits)
-        except Unsupported as e:
-            status[gid] = f"refused: {e.keyword}: {e.reason}"
+        g, status[gid] = compile_or_status(refdecoder.JsonSchema(schema, PROFILE, remotes), limits)
+        if g is None:
             continue
-        except LimitExceeded as e:
-            status[gid] = f"refused: limit {e.limit}"
-            continue
-        except SpecError as e:
-            status[gid] = f"invalid: {e.what}"
-            continue
-        status[gid] = "compiled"
         for case in cases:
             for text in serializations(case.data, reorder=True, escapes=True):
                 got = g.accepts(text.encode("utf-8"))
@@ -100,20 +91,4 @@ def test_zero_disagreements(suite: dict[str, Any]) -> None:
 
 
 def test_ratchet_against_baseline(suite: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    status = suite["status"]
-    compiled = sum(1 for s in status.values() if s == "compiled")
-    with capsys.disabled():
-        print(f"\nJSON-Schema-Test-Suite draft2020-12: {compiled}/{len(status)} groups compiled "
-              f"({compiled / max(1, len(status)):.1%})")  # fmt: skip
-    if save_baseline_if_asked(BASELINE, status):
-        return
-    baseline = load_baseline(BASELINE)
-    assert baseline, f"no baseline tests/baselines/{BASELINE}: run with MASKCERT_UPDATE_BASELINES=1"
-    regressed = [g for g, s in baseline.items() if s == "compiled" and status.get(g) != "compiled"]
-    assert not regressed, "groups that compiled in the baseline no longer do:\n" + "\n".join(
-        f"{g}: {status.get(g)}" for g in regressed
-    )
-    improved = [g for g, s in status.items() if s == "compiled" and baseline.get(g) != "compiled"]
-    if improved:
-        with capsys.disabled():
-            print(f"{len(improved)} groups newly compile; update with MASKCERT_UPDATE_BASELINES=1")
+    ratchet(BASELINE, suite["status"], "JSON-Schema-Test-Suite draft2020-12 groups", capsys)

@@ -18,9 +18,9 @@ import jsonschema
 import pytest
 
 import refdecoder
-from refdecoder import JsonProfile, LimitExceeded, Limits, SpecError, Unsupported
+from refdecoder import JsonProfile, Limits
 
-from ._data import load_baseline, require_shared, save_baseline_if_asked, serializations
+from ._data import compile_or_status, ratchet, require_shared, serializations
 
 PROFILE = JsonProfile(allow_duplicate_keys=True)
 FULL = os.environ.get("MASKCERT_FULL") == "1"
@@ -61,18 +61,9 @@ def bench() -> dict[str, Any]:
         if reason:
             status[key] = f"skipped: {reason}"
             continue
-        try:
-            g = refdecoder.compile(refdecoder.JsonSchema(schema, PROFILE), limits)
-        except Unsupported as e:
-            status[key] = f"refused: {e.keyword}"
+        g, status[key] = compile_or_status(refdecoder.JsonSchema(schema, PROFILE), limits, with_reason=False)
+        if g is None:
             continue
-        except LimitExceeded as e:
-            status[key] = f"refused: limit {e.limit}"
-            continue
-        except SpecError as e:
-            status[key] = f"invalid: {e.what}"
-            continue
-        status[key] = "compiled"
         validator = jsonschema.Draft202012Validator(schema)
         for t in doc["tests"]:
             data = t["data"]
@@ -108,11 +99,4 @@ def test_coverage_and_ratchet(bench: dict[str, Any], capsys: pytest.CaptureFixtu
         reasons = Counter(s for s in status.values() if s != "compiled")
         for r, n in reasons.most_common(12):
             print(f"  {n:5}  {r}")
-    if save_baseline_if_asked(BASELINE, status):
-        return
-    baseline = load_baseline(BASELINE)
-    assert baseline, f"no baseline tests/baselines/{BASELINE}: run with MASKCERT_UPDATE_BASELINES=1"
-    regressed = [k for k in status if baseline.get(k) == "compiled" and status[k] != "compiled"]
-    assert not regressed, "schemas that compiled in the baseline no longer do:\n" + "\n".join(
-        f"{k}: {status[k]}" for k in regressed[:30]
-    )
+    ratchet(BASELINE, status, f"JSONSchemaBench (stride {STRIDE}) schemas", capsys)
