@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from . import _cpset
 from ._ir import Alt, GrammarBuilder, Lex, Network, Seq
 from ._lexeme import ByteDFA, utf8_sequences
 from .errors import LimitExceeded, SpecError, Unsupported
@@ -763,25 +764,9 @@ def _utf8(e: Lit) -> bytes:
 
 
 def _scalar_ranges(c: Chars) -> tuple[tuple[int, int], ...]:
-    """The class as sorted disjoint code point ranges within [0, U+10FFFF] (negation applied)."""
-    rs = sorted((lo, min(hi, MAX_CODE_POINT)) for lo, hi in c.ranges if lo <= hi and lo <= MAX_CODE_POINT)
-    merged: list[tuple[int, int]] = []
-    for lo, hi in rs:
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    if not c.negated:
-        return tuple(merged)
-    out: list[tuple[int, int]] = []
-    nxt = 0
-    for lo, hi in merged:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= MAX_CODE_POINT:
-        out.append((nxt, MAX_CODE_POINT))
-    return tuple(out)
+    """The class as a normalized set of scalar values (negation applied; see ``_cpset``)."""
+    ranges = _cpset.normalize(c.ranges)
+    return _cpset.complement(ranges) if c.negated else ranges
 
 
 # -- the compiler ------------------------------------------------------------------------------------
