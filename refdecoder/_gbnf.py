@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from . import _cpset
-from ._ir import Alt, GrammarBuilder, Lex, Network, Seq
+from ._ir import Alt, GrammarBuilder, Lex, Network, Seq, find_cycle
 from ._lexeme import ByteDFA, utf8_sequences
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import Deadline, Gbnf, Limits
@@ -498,34 +498,17 @@ def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
         calls: list[str] = []
         _left_refs(r.body, nullable, calls)
         graph[name] = list(dict.fromkeys(calls))
-    WHITE, GREY, BLACK = 0, 1, 2
-    colour = dict.fromkeys(rules, WHITE)
-    for start in rules:
-        if colour[start] != WHITE:
-            continue
-        colour[start] = GREY
-        stack: list[tuple[str, int]] = [(start, 0)]
-        while stack:
-            v, i = stack[-1]
-            if i < len(graph[v]):
-                stack[-1] = (v, i + 1)
-                w = graph[v][i]
-                if colour[w] == GREY:
-                    cycle = [f for f, _ in stack[[f for f, _ in stack].index(w) :]] + [w]
-                    r = rules[w]
-                    raise Unsupported(
-                        "gbnf-left-recursion",
-                        w,
-                        f"rule {w!r} (line {r.line}) reaches itself without reading a character: "
-                        f"{' -> '.join(cycle)}; llama.cpp refuses this too. Rewrite it with repetition, "
-                        "e.g. 'expr ::= term (\"+\" term)*'",
-                    )
-                if colour[w] == WHITE:
-                    colour[w] = GREY
-                    stack.append((w, 0))
-            else:
-                colour[v] = BLACK
-                stack.pop()
+    cycle = find_cycle(list(rules), graph.__getitem__)
+    if cycle is not None:
+        w = cycle[0]
+        r = rules[w]
+        raise Unsupported(
+            "gbnf-left-recursion",
+            w,
+            f"rule {w!r} (line {r.line}) reaches itself without reading a character: "
+            f"{' -> '.join(cycle)}; llama.cpp refuses this too. Rewrite it with repetition, "
+            "e.g. 'expr ::= term (\"+\" term)*'",
+        )
 
 
 def _sccs(names: list[str], graph: dict[str, list[str]]) -> list[list[str]]:

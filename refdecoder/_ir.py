@@ -29,9 +29,9 @@ Exactness rests on two static facts checked by :meth:`GrammarBuilder.finish`:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Union, runtime_checkable
+from typing import Protocol, TypeVar, Union, runtime_checkable
 
 from ._lexeme import Lexeme
 from .errors import SpecError, Unsupported
@@ -54,6 +54,7 @@ CALL = 0
 RETURN = 1
 Action = tuple  # (CALL, child: int, resume: Hashable) | (RETURN,)
 _RET: tuple[int] = (RETURN,)
+H = TypeVar("H", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -278,31 +279,42 @@ def _left_calls(n: Node, nullable: list[bool]) -> tuple[int, ...]:
     return n.left_calls(lambda i: nullable[i])
 
 
-def _check_left_recursion(nodes: list[Node], nullable: list[bool]) -> None:
-    """Refuse a node that can call itself before reading a byte (Tarjan-free DFS with colours)."""
-    graph = [_left_calls(n, nullable) for n in nodes]
+def find_cycle(vertices: Iterable[H], succ: Callable[[H], Sequence[H]]) -> list[H] | None:
+    """A directed cycle ``[v0, ..., v0]`` if the graph has one, else None (iterative DFS, colours)."""
     WHITE, GREY, BLACK = 0, 1, 2
-    colour = [WHITE] * len(nodes)
-    for start in range(len(nodes)):
-        if colour[start] != WHITE:
+    colour: dict[H, int] = {}
+    for start in vertices:
+        if colour.get(start, WHITE) != WHITE:
             continue
-        stack: list[tuple[int, int]] = [(start, 0)]
         colour[start] = GREY
+        stack: list[tuple[H, int]] = [(start, 0)]
         while stack:
             v, i = stack[-1]
-            if i < len(graph[v]):
+            out = succ(v)
+            if i < len(out):
                 stack[-1] = (v, i + 1)
-                w = graph[v][i]
-                if colour[w] == GREY:
-                    raise Unsupported(
-                        "left-recursion",
-                        f"node {w}",
-                        "the grammar can reach the same rule again without reading a byte; "
-                        "rewrite it right-recursively or with repetition",
-                    )
-                if colour[w] == WHITE:
+                w = out[i]
+                state = colour.get(w, WHITE)
+                if state == GREY:
+                    path = [u for u, _ in stack]
+                    return path[path.index(w) :] + [w]
+                if state == WHITE:
                     colour[w] = GREY
                     stack.append((w, 0))
             else:
                 colour[v] = BLACK
                 stack.pop()
+    return None
+
+
+def _check_left_recursion(nodes: list[Node], nullable: list[bool]) -> None:
+    """Refuse a node that can call itself before reading a byte."""
+    graph = [_left_calls(n, nullable) for n in nodes]
+    cycle = find_cycle(range(len(nodes)), graph.__getitem__)
+    if cycle is not None:
+        raise Unsupported(
+            "left-recursion",
+            f"node {cycle[0]}",
+            "the grammar can reach the same rule again without reading a byte; "
+            "rewrite it right-recursively or with repetition",
+        )
