@@ -57,7 +57,7 @@ from refdecoder._cpset import (
     complement,
     normalize,
 )
-from refdecoder._lexeme import ByteDFA, utf8_sequences
+from refdecoder._lexeme import ByteDFA, live_states, utf8_sequences
 from refdecoder.errors import LimitExceeded
 
 __all__ = ["CodepointDFA", "MAX_STATES", "MAX_BYTE_STATES", "MAX_NFA_STATES", "ALPHABET", "MAX_CODEPOINT"]
@@ -341,30 +341,8 @@ def _canonical_tables(
 def _canonical_tables_impl(
     rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]
 ) -> tuple[tuple[Row, ...], frozenset[int]]:
-    n = len(rows)
     fin = set(finals)
-    # reachable
-    seen = [False] * n
-    seen[start] = True
-    order = [start]
-    for s in order:
-        for _, _, t in rows[s]:
-            if not seen[t]:
-                seen[t] = True
-                order.append(t)
-    # co-reachable among the reachable
-    preds: dict[int, list[int]] = {}
-    for s in order:
-        for _, _, t in rows[s]:
-            preds.setdefault(t, []).append(s)
-    live = {s for s in order if s in fin}
-    stack = list(live)
-    while stack:
-        t = stack.pop()
-        for s in preds.get(t, ()):
-            if s not in live:
-                live.add(s)
-                stack.append(s)
+    order, live = live_states(start, lambda s: [t for _, _, t in rows[s]], fin)
     if start not in live:
         return ((),), frozenset()
     ids = {s: i for i, s in enumerate(s for s in order if s in live)}

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Container, Hashable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Lexeme", "ByteDFA", "utf8_sequences"]
+__all__ = ["Lexeme", "ByteDFA", "utf8_sequences", "live_states"]
 
 DEAD = -1
 
@@ -71,11 +71,11 @@ class ByteDFA:
     ) -> ByteDFA:
         """From ``{state: {byte: state}}``; states are arbitrary ints; unlisted bytes are dead."""
         finals_set = set(finals)
-        live = _coreachable(transitions, start, finals_set)
+        reach, live = live_states(start, lambda s: transitions.get(s, {}).values(), finals_set)
         if start not in live:
             raise ValueError("ByteDFA.build: the language is empty (no final state is reachable)")
         # Moore's partition refinement over the live, reachable part.
-        states = [s for s in _reachable(transitions, start) if s in live]
+        states = [s for s in reach if s in live]
         block = {s: (1 if s in finals_set else 0) for s in states}
         while True:
             sigs: dict[tuple[object, ...], int] = {}
@@ -181,29 +181,21 @@ class ByteDFA:
         return f"ByteDFA(states={self._nstates}, finals={len(self._finals)})"
 
 
-def _reachable(transitions: Mapping[int, Mapping[int, int]], start: int) -> list[int]:
+def live_states(
+    start: int, successors: Callable[[int], Iterable[int]], finals: Container[int]
+) -> tuple[list[int], set[int]]:
+    """The states reachable from ``start`` in BFS order, and the set of those that can reach a final
+    state (the trim part of an automaton given by its successor function)."""
     seen = {start}
     order = [start]
-    i = 0
-    while i < len(order):
-        for t in transitions.get(order[i], {}).values():
+    preds: dict[int, set[int]] = {}
+    for s in order:  # ``order`` grows while we walk it: a BFS
+        for t in successors(s):
+            preds.setdefault(t, set()).add(s)
             if t not in seen:
                 seen.add(t)
                 order.append(t)
-        i += 1
-    return order
-
-
-def _coreachable(
-    transitions: Mapping[int, Mapping[int, int]], start: int, finals: set[int]
-) -> set[int]:
-    """States reachable from ``start`` that can reach a final state."""
-    reach = _reachable(transitions, start)
-    preds: dict[int, set[int]] = {}
-    for s in reach:
-        for t in transitions.get(s, {}).values():
-            preds.setdefault(t, set()).add(s)
-    live = {s for s in reach if s in finals}
+    live = {s for s in order if s in finals}
     stack = list(live)
     while stack:
         t = stack.pop()
@@ -211,7 +203,12 @@ def _coreachable(
             if s not in live:
                 live.add(s)
                 stack.append(s)
-    return live
+    return order, live
+
+
+def _coreachable(transitions: Mapping[int, Mapping[int, int]], start: int, finals: set[int]) -> set[int]:
+    """States reachable from ``start`` that can reach a final state."""
+    return live_states(start, lambda s: transitions.get(s, {}).values(), finals)[1]
 
 
 # -- UTF-8 encoding of code point ranges --------------------------------------------------------
