@@ -13,12 +13,10 @@ import calendar
 import datetime
 import ipaddress
 import json
-import os
 import random
 import re
 import uuid as uuidlib
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -26,13 +24,7 @@ from refdecoder._formats import HOSTNAME_STATES, format_dfa
 from refdecoder._fsa import CodepointDFA
 from refdecoder.errors import LimitExceeded
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def shared_data() -> Path:
-    env = os.environ.get("MASKCERT_SHARED_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
-
+from ._data import shared_data
 
 # -- generation helpers --------------------------------------------------------------------------------
 _DIST: dict[object, list[int]] = {}

@@ -11,12 +11,10 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,20 +25,7 @@ from refdecoder._cpclasses import python_category
 from refdecoder._regex import compile_regex_dfa, regex_byte_dfa
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def shared_data() -> Path:
-    env = os.environ.get("MASKCERT_SHARED_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
-
-
-def require_shared(sub: str) -> Path:
-    p = shared_data() / sub
-    if not p.exists():
-        pytest.skip(f"shared test data {p} is absent (set MASKCERT_SHARED_DATA)")
-    return p
-
+from ._data import require_shared
 
 MUTATION_CHARS = "a0 _-.\n/é😀Z9:"
 
