@@ -63,16 +63,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     """Benchmarks as tables with ratios against the third-party engines measured in the same run."""
     out: dict[str, object] = {}
     if args.what in ("sampler", "all"):
-        from refdecoder._bench_sampler import format_table as sampler_table
-        from refdecoder._bench_sampler import run_sampler_bench
+        from props.bench.sampler import format_table as sampler_table
+        from props.bench.sampler import run_sampler_bench
 
         rows = run_sampler_bench(threads=args.threads, repeat=args.repeat)
         print(sampler_table(rows))
         out["sampler"] = rows
     if args.what in ("masks", "all"):
         import tokenizers_matrix
-        from refdecoder._bench_masks import format_table as masks_table
-        from refdecoder._bench_masks import run_mask_bench
+        from props.bench.masks import format_table as masks_table
+        from props.bench.masks import run_mask_bench
 
         shared = tokenizers_matrix.shared_data_dir()
         if args.schemas:

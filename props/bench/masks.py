@@ -9,8 +9,7 @@ or rejects a token of the walk stops there (counted), and mask disagreements wit
 counted per step (they are findings for ``props``, not measured here).
 
 *Cold* steps are the first visit of a state (a mask-cache miss, lexeme tables possibly built);
-*warm* steps are cache hits. This module is the one place in ``refdecoder`` that reads files: it is a
-benchmark driver at the edge, not part of the Sans-I/O core (STYLE §5).
+*warm* steps are cache hits.
 """
 
 from __future__ import annotations
@@ -26,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ._matcher import Accepted, Matcher
-from ._tokens import TokenGrammar, VocabularyLike, token_trie
-from .errors import LimitExceeded, MaskcertError, SpecError, Unsupported
+from refdecoder._matcher import Accepted, Matcher
+from refdecoder._tokens import TokenGrammar, VocabularyLike, token_trie
+from refdecoder.errors import LimitExceeded, MaskcertError, SpecError, Unsupported
 
 __all__ = ["BenchCase", "load_cases", "run_mask_bench", "format_table", "summarize"]
 
@@ -183,7 +182,7 @@ _ENGINES = {"xgrammar": _XGrammar, "llguidance": _LLGuidance}
 
 
 def _reference_compile(schema: Any, profile: dict[str, Any]) -> Any:
-    from ._compile import compile_json_schema
+    from refdecoder._compile import compile_json_schema
 
     return compile_json_schema(schema, **profile)
 

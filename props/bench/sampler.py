@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .sampler import SamplingParams, apply_token_bitmask, sample
+from refdecoder.sampler import SamplingParams, apply_token_bitmask, sample
 
 __all__ = ["DEFAULT_SAMPLE_PARAMS", "run_sampler_bench", "format_table"]
 
