@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import refdecoder
@@ -43,6 +43,27 @@ def test_numbers_accepted(text: str) -> None:
 @pytest.mark.parametrize("text", NUMBERS_BAD)
 def test_numbers_rejected(text: str) -> None:
     assert not verdict(compile_({"type": "number"}), text)
+
+
+@given(st.text(alphabet="-0123456789.eE+x", max_size=8))
+@example("1e5")
+@example("-0.5E+3")
+@example("01")
+@example("1.e5")
+def test_unconstrained_number_dfa_equals_the_number_lexeme(text: str) -> None:
+    """The fast path (a DFA for numbers without bounds) against the exact lexeme it replaces:
+    same viability of every prefix, same acceptance."""
+    from refdecoder._jsonschema_emit import _any_number_dfa
+    from refdecoder._numbers import NumberLexeme, NumberPredicate
+
+    dfa, lex = _any_number_dfa(), NumberLexeme(NumberPredicate.any())
+    d: Any = dfa.start()
+    x: Any = lex.start()
+    for b in text.encode():
+        d = None if d is None else dfa.step(d, b)
+        x = None if x is None else lex.step(x, b)
+        assert (d is None) == (x is None), text
+    assert (d is not None and dfa.is_final(d)) == (x is not None and lex.is_final(x)), text
 
 
 STRINGS_OK = ['""', '"a"', '"\\u00e9"', '"\\uD83D\\uDE00"', '"\\ud83d\\ude00"', '"\\n\\t\\"\\\\\\/\\b\\f\\r"', '"é😀中"']
