@@ -8,7 +8,6 @@ other exception escaping backend code is a finding (``crash``), never swallowed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union, runtime_checkable
 
@@ -76,6 +75,9 @@ class BackendMatcher(Protocol):
 
     def fork(self) -> BackendMatcher: ...
 
+    # Optional, probed with getattr by callers: ``forced_bytes() -> bytes`` (jump-forward) and
+    # ``validate(ids) -> int`` (longest valid prefix, no state change: speculative decoding).
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -87,12 +89,3 @@ class Backend(Protocol):
 
     def matcher(self, compiled: Compiled) -> BackendMatcher: ...
 
-
-def optional_forced_bytes(m: BackendMatcher) -> bytes | None:
-    fn = getattr(m, "forced_bytes", None)
-    return None if fn is None else bytes(fn())
-
-
-def optional_validate(m: BackendMatcher, ids: Sequence[int]) -> int | None:
-    fn = getattr(m, "validate", None)
-    return None if fn is None else int(fn(list(ids)))

@@ -193,10 +193,6 @@ class Grammar:
         s = self.advance(self.initial(), data)
         return s is not None and s.accepting
 
-    def is_viable(self, data: bytes) -> bool:
-        s = self.advance(self.initial(), data)
-        return s is not None and not s.is_dead
-
     def live_bytes(self, state: State) -> bytes:
         """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``."""
         cand = self._parser.live_bytes(state)
