@@ -55,6 +55,8 @@ ANNOTATIONS = frozenset(
         "$schema", "$id", "$comment", "$defs", "definitions", "$anchor", "$vocabulary",
         "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
         "contentMediaType", "contentEncoding", "contentSchema",
+        # read by their siblings (``contains``, ``if``), no constraint of their own:
+        "minContains", "maxContains", "then", "else",
     }
 )  # fmt: skip
 
@@ -986,18 +988,12 @@ KEYWORDS: dict[str, Keyword] = {
     "not": not_,
     "if": if_,
 }
-# Read by their siblings (``contains``, ``if``): no constraint of their own.
-for _kw in ("minContains", "maxContains", "then", "else"):
-    ANNOTATIONS = ANNOTATIONS | {_kw}
-
-
-# ---------------------------------------------------------------------------------------------
-# Emission: shapes -> grammar nodes
-# ---------------------------------------------------------------------------------------------
-from ._jsonschema_emit import Emitter  # noqa: E402  (the emitter needs the shapes defined above)
 
 
 def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
+    """Shapes, then emission (``_jsonschema_emit``, which needs the shapes defined here)."""
+    from ._jsonschema_emit import Emitter
+
     if not isinstance(spec.schema, (dict, bool)):
         raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
     compiler = Compiler(spec, limits)
