@@ -42,6 +42,7 @@ class DeclaredProfile:
 
     json: JsonProfile = field(default_factory=JsonProfile)
     canonical_tokenization_only: bool = False
+    jump_forward_prefix_ok: bool = False
     notes: tuple[str, ...] = ()
 
 

@@ -338,6 +338,10 @@ class Compiler:
         ):
             # The profile reads an absent additionalProperties as false (engines' "strict" mode).
             out = self.intersect(out, only(objects=(_additional(ctx, FALSE),)))
+        if not self.profile.additional_items_default and "prefixItems" in schema and "items" not in schema:
+            # The profile reads an absent items next to prefixItems as false (engines' "strict" mode).
+            n = len(schema["prefixItems"]) if isinstance(schema["prefixItems"], list) else 0
+            out = self.intersect(out, only(arrays=(ArrayShape(prefix=(TRUE,) * n, items=FALSE),)))
         for kw in sorted(schema):
             if kw in ANNOTATIONS:
                 continue
@@ -412,7 +416,7 @@ class Compiler:
             return p
         pn, qn = p.named_dict(), q.named_dict()
         named: dict[str, Expr] = {}
-        for k in sorted(set(pn) | set(qn)):
+        for k in dict.fromkeys([*pn, *qn]):  # declared order (property_order="schema"), p's keys first
             named[k] = and_exprs([p.eff(k), q.eff(k)])
         key_lang = p.key_lang if q.key_lang is None else (q.key_lang if p.key_lang is None
                                                           else p.key_lang.intersection(q.key_lang))  # fmt: skip

@@ -349,7 +349,8 @@ class Emitter:
         return self.b.seq([p for p in items if p is not None])
 
     def finish(self, root_expr: Expr) -> Network:
-        root = self.seq_ws(None, self.value(root_expr), None)
+        value = self.value(root_expr)
+        root = self.seq_ws(None, value, None) if self.profile.top_level_whitespace else self.b.seq([value])
         return self.b.finish(root)
 
     def value(self, expr: Expr) -> int:

@@ -46,6 +46,10 @@ class JsonProfile:
     * ``unicode_escapes``: may strings use ``\\uXXXX`` escapes.
     * ``formats``: ``"annotation"`` (draft 2020-12's default: ``format`` constrains nothing) or
       ``"assert"`` (the formats maskcert implements exactly are enforced; others are refused).
+    * ``top_level_whitespace``: may whitespace (as ``whitespace`` allows) surround the top-level value;
+      engines that emit exactly one value usually say no.
+    * ``additional_items_default``: what an absent ``items`` next to ``prefixItems`` means (the spec:
+      True, any further items; engines' "strict" modes: no further items).
     """
 
     whitespace: Literal["any", "none"] | int = "any"
@@ -54,6 +58,8 @@ class JsonProfile:
     allow_duplicate_keys: bool = False
     unicode_escapes: bool = True
     formats: Literal["annotation", "assert"] = "annotation"
+    top_level_whitespace: bool = True
+    additional_items_default: bool = True
 
     def __post_init__(self) -> None:
         ws = self.whitespace

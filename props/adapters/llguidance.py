@@ -97,7 +97,7 @@ def declared_profile(
         f"llguidance/_lib.pyi JsonCompileOptions: whitespace_flexible={whitespace_flexible} (default true), "
         "item_separator ',', key_separator ':', lenient=false, coerce_one_of=false, "
         f"json_allow_general_unicode_escapes={general_unicode_escapes} (adapter setting; llguidance's default is false)",
-        "no whitespace before or after the top-level value (JsonProfile's whitespace also covers the top level)",
+        "no whitespace before or after the top-level value -> top_level_whitespace=False",
         'string characters: [^"\\\\\\x00-\\x1F\\x7F] raw (U+007F must be escaped); no \\/ escape at all',
         "property order = order of 'properties' (docs/json_schema.md); additionalProperties default true",
         "regex dialect: Rust regex crate (grammar_from_regex); Gbnf through llguidance.grammar_from('gbnf')",
@@ -115,6 +115,7 @@ def declared_profile(
             allow_duplicate_keys=True,
             unicode_escapes=general_unicode_escapes,
             formats="assert",
+            top_level_whitespace=False,
         ),
         canonical_tokenization_only=False,
         notes=tuple(notes),

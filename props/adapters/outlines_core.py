@@ -120,6 +120,7 @@ def declared_profile(whitespace_pattern: str | None = WHITESPACE_PATTERN) -> Dec
             allow_duplicate_keys=True,
             unicode_escapes=False,
             formats="assert",
+            top_level_whitespace=False,
         ),
         canonical_tokenization_only=False,
         notes=tuple(notes),

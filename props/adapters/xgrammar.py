@@ -92,8 +92,7 @@ def declared_profile(
         f"xgrammar/compiler.py GrammarCompiler.compile_json_schema: any_whitespace={any_whitespace}, "
         f"max_whitespace_cnt={max_whitespace_cnt}, strict_mode={strict_mode}, any_order=False",
         "whitespace: [ \\n\\r\\t]* between JSON tokens (printed EBNF of Grammar.from_json_schema), none before or "
-        "after the top-level value — JsonProfile's whitespace also covers the top level, so leading/trailing "
-        "whitespace shows as completeness differences",
+        "after the top-level value -> top_level_whitespace=False",
         "property order = schema order (any_order=False: 'properties follow the schema's declared order')",
         "regex dialect: ECMAScript-like (xgrammar regex_converter); lookahead is ignored with a warning",
         "EOS: stop_token_ids = the vocabulary's EOS ids; special ids are empty strings (never allowed)",
@@ -101,7 +100,7 @@ def declared_profile(
     if strict_mode:
         notes.append(
             "strict_mode=True also means unevaluatedItems=false: prefixItems without items admits no further "
-            "items; JsonProfile has no option for that, so tuple schemas show it as completeness differences"
+            "items -> additional_items_default=False"
         )
     return DeclaredProfile(
         json=JsonProfile(
@@ -111,8 +110,12 @@ def declared_profile(
             allow_duplicate_keys=True,
             unicode_escapes=True,
             formats="assert",
+            top_level_whitespace=False,
+            additional_items_default=not strict_mode,
         ),
         canonical_tokenization_only=False,
+        # find_jump_forward_string stops before an incomplete UTF-8 character (its docstring).
+        jump_forward_prefix_ok=True,
         notes=tuple(notes),
     )
 
