@@ -1,0 +1,51 @@
+"""The corpus ``maskcert certify`` runs, and the independent validators its certificates rely on.
+
+* :func:`load_corpus` — :class:`Case` records (a :class:`~props.findings.SpecRef` with instances in
+  and out of its language) from the builtin data files (``builtin/*.json``), the shared
+  JSON-Schema-Test-Suite and JSONSchemaBench copies, or user files; skips are recorded with their
+  reasons in :attr:`Corpus.skipped`.
+* :func:`serializations` — the JSON texts of one instance a ``JsonProfile`` allows.
+* :func:`validate_output` / :func:`validate_instance` — is this output in the spec's language, decided
+  without ``refdecoder`` (``json`` + ``jsonschema``, ``re``, a second GBNF recognizer, membership).
+* :func:`reference_spec` — the ``refdecoder`` spec a ``SpecRef`` names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import refdecoder
+from props.findings import SpecRef
+
+from ._errors import CorpusError
+from ._load import Case, Corpus, corpus_names, load_corpus
+from ._serialize import serializations
+from ._validate import profile_of, validate_instance, validate_output
+
+__all__ = [
+    "Case",
+    "Corpus",
+    "CorpusError",
+    "corpus_names",
+    "load_corpus",
+    "profile_of",
+    "reference_spec",
+    "serializations",
+    "validate_instance",
+    "validate_output",
+]
+
+
+def reference_spec(spec: SpecRef) -> refdecoder.Spec:
+    """The ``refdecoder`` spec ``spec`` names (``JsonSchema`` with its profile, ``Regex``, ``Gbnf``
+    — source a grammar text or ``{"text", "root"}`` — or ``Choice``)."""
+    src: Any = spec.source
+    if spec.kind == "json_schema":
+        return refdecoder.JsonSchema(src, profile_of(spec))
+    if spec.kind == "regex":
+        return refdecoder.Regex(src)
+    if spec.kind == "gbnf":
+        if isinstance(src, dict):
+            return refdecoder.Gbnf(src.get("text", ""), src.get("root", "root"))
+        return refdecoder.Gbnf(src)
+    return refdecoder.Choice(src)

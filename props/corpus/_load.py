@@ -1,0 +1,361 @@
+"""Loading corpora: the builtin data files, the two shared external suites, and user files.
+
+Every skip is a predicate returning its reason (STYLE §11): a loader never crashes on a case it
+cannot use, it records ``(name, reason)`` in :attr:`Corpus.skipped`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from props.findings import SpecRef
+
+from . import _schema
+from ._errors import CorpusError
+
+__all__ = ["Case", "Corpus", "load_corpus", "corpus_names", "BUILTIN", "SUITE", "BENCH"]
+
+BUILTIN = "builtin"
+SUITE = "json-schema-test-suite"
+BENCH = "jsonschemabench"
+_KINDS = ("json_schema", "regex", "gbnf", "choice")
+# The external suites' instances are parsed JSON values (never a repeated key), so reading them with
+# repeated undeclared keys allowed gives the default profile's verdicts and lets open objects compile
+# (see tests/test_jsonschema_suite.py).
+_EXTERNAL_PROFILE: dict[str, Any] = {"allow_duplicate_keys": True}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One spec with instances in and out of its language. ``valid``/``invalid`` are JSON values for
+    a schema and strings otherwise; ``covers`` the keywords or features it exercises;
+    ``refusal_probe`` marks a case whose invalid instances differ from valid ones only in one
+    keyword (``covers[0]``), there to check that a backend refuses or enforces it (DESIGN §4.11)."""
+
+    spec: SpecRef
+    valid: tuple[Any, ...] = ()
+    invalid: tuple[Any, ...] = ()
+    covers: tuple[str, ...] = ()
+    refusal_probe: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+class Corpus(list[Case]):
+    """The cases of a corpus in load order; ``skipped`` holds ``(name, reason)`` for every group,
+    file or instance left out."""
+
+    def __init__(self, cases: Iterable[Case] = (), skipped: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(cases)
+        self.skipped: list[tuple[str, str]] = list(skipped)
+
+
+def corpus_names() -> tuple[str, ...]:
+    """The named corpora :func:`load_corpus` knows (besides file and directory paths)."""
+    return (BUILTIN, SUITE, BENCH)
+
+
+# -- names and options ------------------------------------------------------------------------------
+def _parse_name(name: str, limit: int | None, stride: int | None) -> tuple[str, str | None, int | None, int]:
+    """``base[:subset][:limit=N][:stride=N]`` -> (base, subset, limit, stride)."""
+    base, *parts = name.split(":")
+    subset: str | None = None
+    opts: dict[str, int] = {}
+    for part in parts:
+        key, eq, val = part.partition("=")
+        if not eq:
+            if subset is not None:
+                raise CorpusError(
+                    f"corpus {name!r}", "at most one subset, as in 'jsonschemabench:Github_easy'"
+                )
+            subset = part
+        elif key in ("limit", "stride") and val.isdigit() and int(val) > 0:
+            opts[key] = int(val)
+        else:
+            raise CorpusError(f"corpus {name!r}", "options limit=N or stride=N with N >= 1", part)
+    for key, given in (("limit", limit), ("stride", stride)):
+        if given is not None:
+            if given < 1:
+                raise CorpusError(f"corpus {name!r} {key}", "an int >= 1", repr(given))
+            if key in opts and opts[key] != given:
+                raise CorpusError(
+                    f"corpus {name!r}", f"one {key}", f"{opts[key]} in the name, {given} as argument"
+                )
+            opts[key] = given
+    return base, subset, opts.get("limit"), opts.get("stride", 1)
+
+
+def _select(groups: list[list[Any]], limit: int | None, stride: int) -> list[Any]:
+    """Every ``stride``-th entry of each group; then, with ``limit``, round robin over the groups
+    until ``limit`` entries (so a small limit still samples every group)."""
+    strided = [g[::stride] for g in groups]
+    if limit is None:
+        return [x for g in strided for x in g]
+    out: list[Any] = []
+    i = 0
+    while len(out) < limit and any(i < len(g) for g in strided):
+        out.extend(g[i] for g in strided if i < len(g))
+        i += 1
+    return out[:limit]
+
+
+def load_corpus(name: str | Path, *, limit: int | None = None, stride: int | None = None) -> Corpus:
+    """The cases of a corpus: ``builtin``; ``json-schema-test-suite[:file stem]`` (draft2020-12, one
+    case per group); ``jsonschemabench[:Category]`` (maskbench, one case per file); or a path: a
+    directory (every ``*.json``, ``*.gbnf``, ``*.regex``, ``*.txt`` under it) or one such file.
+    ``stride`` keeps every N-th group/file of each file/category, ``limit`` at most N of them (round
+    robin over categories); both may also be written in the name, ``jsonschemabench:stride=8:limit=50``.
+    Raises :class:`CorpusError` for an unknown name, missing shared data or an unreadable file."""
+    text = str(name)
+    if text.split(":", 1)[0] not in corpus_names():
+        path = Path(text)
+        if not path.exists():
+            raise CorpusError(f"corpus {text!r}", f"one of {', '.join(corpus_names())} (optionally ':subset', "
+                              "':limit=N', ':stride=N') or an existing file or directory")  # fmt: skip
+        _, _, lim, step = _parse_name("path", limit, stride)
+        return _paths(path, lim, step)
+    base, subset, lim, step = _parse_name(text, limit, stride)
+    if base == BUILTIN:
+        if subset is not None:
+            raise CorpusError(f"corpus {text!r}", "'builtin' without a subset")
+        cases = _builtin()
+        return Corpus(_select([cases], lim, step))
+    if base == SUITE:
+        return _suite(subset, lim, step)
+    return _bench(subset, lim, step)
+
+
+# -- builtin ----------------------------------------------------------------------------------------
+def _builtin() -> list[Case]:
+    root = resources.files("props.corpus") / "builtin"
+    out: list[Case] = []
+    for entry in sorted(root.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            doc = _read_json(entry.read_text(encoding="utf-8"), f"builtin/{entry.name}")
+            out.extend(_data_cases(doc, f"builtin/{entry.name}", BUILTIN))
+    return out
+
+
+def _data_cases(doc: Any, where: str, corpus: str) -> list[Case]:
+    """Cases from the data-file form ``{"kind": ..., "cases": [{"name", "source", "valid",
+    "invalid", "covers", "refusal_probe"?, "profile"?}]}``."""
+    if not isinstance(doc, dict) or doc.get("kind") not in _KINDS or not isinstance(doc.get("cases"), list):
+        raise CorpusError(where, '{"kind": "json_schema"|"regex"|"gbnf"|"choice", "cases": [...]}')
+    out = []
+    for i, c in enumerate(doc["cases"]):
+        if not isinstance(c, dict) or "name" not in c or "source" not in c:
+            raise CorpusError(f"{where} case {i}", 'an object with "name" and "source"')
+        out.append(
+            Case(
+                SpecRef(doc["kind"], c["source"], c["name"], corpus, c.get("profile")),
+                tuple(c.get("valid", ())),
+                tuple(c.get("invalid", ())),
+                tuple(c.get("covers", ())),
+                bool(c.get("refusal_probe", False)),
+            )
+        )
+    return out
+
+
+# -- shared external suites -------------------------------------------------------------------------
+def _shared(sub: str, corpus: str) -> Path:
+    import tokenizers_matrix
+
+    root = tokenizers_matrix.shared_data_dir()
+    path = root / sub if root is not None else None
+    if path is None or not path.is_dir():
+        raise CorpusError(f"corpus {corpus!r}", f"the shared data folder <shared>/data/{sub} "
+                          "(set MASKCERT_SHARED_DATA)", f"{path or 'no shared data directory'} is absent")  # fmt: skip
+    return path
+
+
+def _needs_remote(schema: Any) -> str | None:
+    """A predicate: the reason a suite schema cannot be used offline, or None."""
+    text = json.dumps(schema)
+    if "localhost:1234" in text:
+        return "needs the suite's remote documents (http://localhost:1234/...), which a SpecRef cannot carry"
+    return None
+
+
+def _suite(subset: str | None, limit: int | None, stride: int) -> Corpus:
+    root = _shared("json-schema-test-suite/tests/draft2020-12", SUITE)
+    files = sorted(root.glob("*.json"))  # optional/ is not required semantics
+    if subset is not None:
+        files = [f for f in files if f.stem == subset]
+        if not files:
+            raise CorpusError(f"corpus '{SUITE}:{subset}'", f"a file stem of {root}", "no such file")
+    groups: list[list[tuple[str, Any]]] = []
+    for f in files:
+        doc = _read_json(_read_text(f), str(f))
+        if not isinstance(doc, list):
+            raise CorpusError(str(f), "a list of test groups")
+        groups.append([(f"{f.stem}#{i}", g) for i, g in enumerate(doc)])
+    out = Corpus()
+    for gid, g in _select(groups, limit, stride):
+        if not isinstance(g, dict) or "schema" not in g or not isinstance(g.get("tests"), list):
+            out.skipped.append((gid, "not a {schema, tests} group"))
+            continue
+        reason = _needs_remote(g["schema"])
+        if reason:
+            out.skipped.append((gid, reason))
+            continue
+        tests = [t for t in g["tests"] if isinstance(t, dict) and "data" in t]
+        out.append(
+            Case(
+                SpecRef("json_schema", g["schema"], gid, SUITE, dict(_EXTERNAL_PROFILE)),
+                tuple(t["data"] for t in tests if t.get("valid") is True),
+                tuple(t["data"] for t in tests if t.get("valid") is False),
+                _covers(g["schema"]),
+            )
+        )
+    return out
+
+
+def _covers(schema: Any) -> tuple[str, ...]:
+    return tuple(sorted(_schema.keywords(schema) - {"$schema", "$id", "description", "title", "$comment"}))
+
+
+def _bench_skip(schema: Any) -> str | None:
+    """A predicate: why a maskbench schema is left out, or None (as tests/test_jsonschemabench.py)."""
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        return f"not a valid draft 2020-12 schema for jsonschema ({e.message[:60]})"
+    except Exception as e:  # noqa: BLE001 - the validator itself failing is a reason, recorded
+        return f"jsonschema cannot check this schema ({type(e).__name__})"
+    return None
+
+
+def _bench(subset: str | None, limit: int | None, stride: int) -> Corpus:
+    root = _shared("jsonschemabench-maskbench", BENCH)
+    cats = sorted(p for p in root.iterdir() if p.is_dir())
+    if subset is not None:
+        cats = [c for c in cats if c.name == subset]
+        if not cats:
+            names = ", ".join(p.name for p in sorted(root.iterdir()) if p.is_dir())
+            raise CorpusError(f"corpus '{BENCH}:{subset}'", f"a category: {names}", "no such category")
+    out = Corpus()
+    for f in _select([sorted(c.glob("*.json")) for c in cats], limit, stride):
+        key = f"{f.parent.name}/{f.stem}"
+        case = _maskbench_case(_read_json(_read_text(f), str(f)), key, BENCH, out.skipped, str(f))
+        if case is not None:
+            out.append(case)
+    return out
+
+
+def _maskbench_case(
+    doc: Any, key: str, corpus: str, skipped: list[tuple[str, str]], where: str
+) -> Case | None:
+    """A ``{schema, tests: [{data, valid}]}`` document as a case. Labels are checked against
+    ``jsonschema`` (formats as annotations, as the profile reads them); an instance whose label it
+    contradicts (about 3% of maskbench's ``valid: false``, mostly formats) is left out, recorded."""
+    import jsonschema
+
+    if not isinstance(doc, dict) or "schema" not in doc or not isinstance(doc.get("tests", []), list):
+        raise CorpusError(
+            where, 'a JSON Schema or a {"schema": ..., "tests": [{"data": ..., "valid": ...}]} file'
+        )
+    schema = doc["schema"]
+    reason = _bench_skip(schema)
+    if reason:
+        skipped.append((key, reason))
+        return None
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator = cls(schema)
+    valid: list[Any] = []
+    invalid: list[Any] = []
+    for i, t in enumerate(doc.get("tests", [])):
+        if not isinstance(t, dict) or "data" not in t or not isinstance(t.get("valid"), bool):
+            skipped.append((f"{key} test {i}", "not a {data, valid} test"))
+            continue
+        try:
+            verdict = validator.is_valid(t["data"])
+        except Exception as e:  # noqa: BLE001 - a validator crash is not a verdict; recorded
+            skipped.append((f"{key} test {i}", f"jsonschema crashed on the instance ({type(e).__name__})"))
+            continue
+        if verdict != t["valid"]:
+            skipped.append((f"{key} test {i}", f"labelled valid={t['valid']} but jsonschema says {verdict}"))
+            continue
+        (valid if verdict else invalid).append(t["data"])
+    return Case(SpecRef("json_schema", schema, key, corpus, dict(_EXTERNAL_PROFILE)), tuple(valid), tuple(invalid),
+                _covers(schema))  # fmt: skip
+
+
+# -- user files -------------------------------------------------------------------------------------
+_SUFFIXES = (".json", ".gbnf", ".regex", ".txt")
+
+
+def _paths(path: Path, limit: int | None, stride: int) -> Corpus:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _SUFFIXES)
+        if not files:
+            raise CorpusError(
+                str(path), f"a directory holding {', '.join('*' + s for s in _SUFFIXES)} files", "none found"
+            )
+    elif path.suffix in _SUFFIXES:
+        files = [path]
+    else:
+        raise CorpusError(
+            str(path), "a *.json (JSON Schema or {schema, tests}), *.gbnf, *.regex or *.txt file"
+        )
+    out = Corpus()
+    loaders: dict[str, Callable[[Path, str, Corpus], None]] = {
+        ".json": _json_file, ".gbnf": _gbnf_file, ".regex": _regex_file, ".txt": _regex_file}  # fmt: skip
+    for f in files:
+        loaders[f.suffix](f, str(path), out)
+    return Corpus(_select([list(out)], limit, stride), out.skipped)
+
+
+def _json_file(f: Path, corpus: str, out: Corpus) -> None:
+    doc = _read_json(_read_text(f), str(f))
+    name = f.stem
+    if isinstance(doc, dict) and "kind" in doc and "cases" in doc:
+        out.extend(_data_cases(doc, str(f), corpus))
+    elif isinstance(doc, dict) and "schema" in doc and "tests" in doc:
+        case = _maskbench_case(doc, name, corpus, out.skipped, str(f))
+        if case is not None:
+            out.append(case)
+    elif isinstance(doc, list) and all(isinstance(g, dict) and "schema" in g for g in doc):
+        for i, g in enumerate(doc):  # a JSON-Schema-Test-Suite file
+            case = _maskbench_case(g, f"{name}#{i}", corpus, out.skipped, str(f))
+            if case is not None:
+                out.append(case)
+    elif isinstance(doc, (dict, bool)):
+        out.append(Case(SpecRef("json_schema", doc, name, corpus), covers=_covers(doc)))
+    else:
+        raise CorpusError(
+            str(f), 'a JSON Schema (object or boolean), a {"schema", "tests"} document or a list of them'
+        )
+
+
+def _gbnf_file(f: Path, corpus: str, out: Corpus) -> None:
+    out.append(Case(SpecRef("gbnf", _read_text(f), f.stem, corpus), covers=("gbnf",)))
+
+
+def _regex_file(f: Path, corpus: str, out: Corpus) -> None:
+    for n, line in enumerate(_read_text(f).splitlines(), 1):
+        if line.strip():
+            out.append(Case(SpecRef("regex", line, f"{f.stem}:{n}", corpus), covers=("regex",)))
+
+
+def _read_text(f: Path) -> str:
+    try:
+        return f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise CorpusError(str(f), "a readable UTF-8 file", str(e)) from e
+
+
+def _read_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise CorpusError(where, "a JSON document", str(e)) from e

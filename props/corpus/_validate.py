@@ -1,0 +1,386 @@
+"""The independent validators certificates rely on (DESIGN §4, invariant 1): whether some bytes are in
+the language of a spec, decided without ``refdecoder``'s compiler or matcher.
+
+* JSON Schema: strict UTF-8, ``json.loads`` (duplicate keys seen through ``object_pairs_hook``,
+  NaN/Infinity refused through ``parse_constant``, unpaired surrogate escapes refused), then the
+  ``jsonschema`` validator of the schema's ``$schema`` draft (2020-12 by default) with format
+  assertion when the profile asserts formats; then the profile's own restrictions, each by a few lines
+  of code here: whitespace, ``\\u`` escapes, property order, ``additionalProperties`` default.
+* Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
+* GBNF: ``refdecoder._gbnf_check``, a second GBNF reader with its own Earley recognizer.
+* Choice: membership.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import OrderedDict
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from props.findings import SpecRef
+from refdecoder import JsonProfile
+from refdecoder._gbnf_check import gbnf_accepts
+
+from . import _schema
+from ._errors import CorpusError
+from ._serialize import max_gap
+
+__all__ = ["validate_output", "validate_instance", "profile_of"]
+
+_VALIDATORS: OrderedDict[tuple[str, bool, str], Any] = OrderedDict()
+_CACHE_SIZE = 256
+
+
+def profile_of(spec: SpecRef) -> JsonProfile:
+    """The ``JsonProfile`` a JSON spec names (the default when ``spec.profile`` is None)."""
+    try:
+        return JsonProfile(**(spec.profile or {}))
+    except TypeError as e:
+        raise CorpusError(
+            f"spec {spec.name or spec.digest} profile", "the fields of JsonProfile", str(e)
+        ) from e
+
+
+class _Pairs(dict[str, Any]):
+    """A parsed JSON object (last value of a repeated key wins, as ``json.loads``) that remembers
+    its members in text order."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _hook(pairs: list[tuple[str, Any]]) -> _Pairs:
+    obj = _Pairs(pairs)
+    obj.pairs = pairs
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _float(text: str) -> Any:
+    """A JSON number with a fraction or exponent: a float, or an exact ``Decimal`` when the float
+    would overflow to infinity (``1E400`` is a finite JSON number, and an integer)."""
+    f = float(text)
+    return Decimal(text) if math.isinf(f) else f
+
+
+def _parse(text: str) -> tuple[Any, str | None]:
+    """The parsed value, or a reason it is not JSON (RFC 8259, no NaN/Infinity, no lone surrogates)."""
+    try:
+        value = json.loads(text, object_pairs_hook=_hook, parse_constant=_no_constant, parse_float=_float)
+    except ValueError as e:  # JSONDecodeError is a ValueError
+        return None, f"not JSON: {e}"
+    except RecursionError:
+        return None, "not JSON: nested too deeply for the parser"
+    for ptr, s in _strings(value, ""):
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in s):
+            return None, f"not JSON text of Unicode: unpaired surrogate escape in a string at {ptr or '/'}"
+    return value, None
+
+
+def _strings(value: Any, ptr: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    stack = [(ptr, value)]
+    while stack:
+        p, v = stack.pop()
+        if isinstance(v, str):
+            out.append((p, v))
+        elif isinstance(v, _Pairs):
+            for k, x in v.pairs:
+                out.append((p, k))
+                stack.append((f"{p}/{_esc(k)}", x))
+        elif isinstance(v, list):
+            stack.extend((f"{p}/{i}", x) for i, x in enumerate(v))
+    return out
+
+
+def _esc(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _objects(value: Any, schema: Any, root: Any, ptr: str = "") -> list[tuple[str, _Pairs, Any]]:
+    """Every object in ``value`` with its pointer and (when simply known) its schema."""
+    out: list[tuple[str, _Pairs, Any]] = []
+    stack = [(ptr, value, schema)]
+    while stack:
+        p, v, s = stack.pop()
+        if isinstance(v, _Pairs):
+            out.append((p, v, s))
+            stack.extend((f"{p}/{_esc(k)}", x, _schema.child_for_key(s, root, k)) for k, x in v.pairs)
+        elif isinstance(v, list):
+            stack.extend((f"{p}/{i}", x, _schema.child_for_index(s, root, i)) for i, x in enumerate(v))
+    return out
+
+
+def _views(value: Any, first: bool) -> Any:
+    """Plain values for ``jsonschema``: a repeated key keeps its last (or, with ``first``, its first) value."""
+    if isinstance(value, _Pairs):
+        out: dict[str, Any] = {}
+        for k, x in value.pairs:
+            if first and k in out:
+                continue
+            out[k] = _views(x, first)
+        return out
+    if isinstance(value, list):
+        return [_views(x, first) for x in value]
+    return value
+
+
+_ECMA_CLASS = {"d": "0-9", "w": "A-Za-z0-9_"}
+_ECMA_OUTSIDE = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}
+
+
+def ecma_digits(pattern: str) -> str:
+    """``pattern`` (ECMA-262, as JSON Schema's ``pattern`` is) for Python's ``re``: ECMA's ``\\d`` and
+    ``\\w`` are ASCII-only where Python's are Unicode-aware; everything else is left as written."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            e = pattern[i + 1]
+            if in_class and e in _ECMA_CLASS:
+                out.append(_ECMA_CLASS[e])
+            elif not in_class and e in _ECMA_OUTSIDE:
+                out.append(_ECMA_OUTSIDE[e])
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _is_number(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, Decimal) or (isinstance(instance, (int, float)) and not isinstance(instance, bool))
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    if isinstance(instance, Decimal):
+        return instance == instance.to_integral_value()
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer())
+
+
+# Huge numbers arrive as Decimal (see _float): "number" and "integer" must know them.
+_DECIMAL_TYPES = {"number": _is_number, "integer": _is_integer}
+
+
+def _validator(schema: Any, assert_formats: bool, strict: str) -> Any:
+    """A cached ``jsonschema`` validator; ``strict`` names the strict reading of absent keywords
+    ("" none, "properties", "items": see ``_schema.strict_additional``)."""
+    import jsonschema
+
+    key = (json.dumps(schema, sort_keys=True), assert_formats, strict)
+    v = _VALIDATORS.get(key)
+    if v is not None:
+        _VALIDATORS.move_to_end(key)
+        return v
+    doc = _schema.strict_additional(schema, strict == "properties", strict == "items") if strict else schema
+    cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(doc)
+    except jsonschema.SchemaError as e:
+        raise CorpusError("JSON Schema", f"a valid {cls.__name__[:-9]} schema", e.message[:200]) from e
+    original_multiple_of = cls.VALIDATORS["multipleOf"]
+    original_pattern = cls.VALIDATORS["pattern"]
+    original_pattern_properties = cls.VALIDATORS["patternProperties"]
+
+    def pattern(validator: Any, p: Any, instance: Any, schema: Any) -> Any:
+        yield from original_pattern(validator, ecma_digits(p) if isinstance(p, str) else p, instance, schema)
+
+    def pattern_properties(validator: Any, pp: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(pp, dict):
+            pp = {ecma_digits(k): v for k, v in pp.items()}
+        yield from original_pattern_properties(validator, pp, instance, schema)
+
+    def multiple_of(validator: Any, d: Any, instance: Any, schema: Any) -> Any:
+        if not isinstance(instance, Decimal):
+            yield from original_multiple_of(validator, d, instance, schema)
+            return
+        exponent = instance.as_tuple().exponent
+        if not isinstance(exponent, int) or abs(exponent) > 100_000:
+            raise CorpusError("number", "one whose exact multipleOf check fits in memory", str(instance)[:40])
+        if (Fraction(instance) / Fraction(str(d))).denominator != 1:
+            yield jsonschema.ValidationError(f"{instance} is not a multiple of {d}")
+
+    cls = jsonschema.validators.extend(
+        cls,
+        {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties},
+        type_checker=cls.TYPE_CHECKER.redefine_many(_DECIMAL_TYPES)
+    )
+    v = cls(doc, format_checker=cls.FORMAT_CHECKER if assert_formats else None)
+    _VALIDATORS[key] = v
+    if len(_VALIDATORS) > _CACHE_SIZE:
+        _VALIDATORS.popitem(last=False)
+    return v
+
+
+_STRICT = {
+    "properties": "profile additional_properties_default=False: ",
+    "items": "profile additional_items_default=False: ",
+}
+
+
+def _schema_error(schema: Any, value: Any, profile: JsonProfile, strict: str) -> str | None:
+    import jsonschema
+    import referencing.exceptions
+
+    validator = _validator(schema, profile.formats == "assert", strict)
+    try:
+        err = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except referencing.exceptions.Unresolvable as e:
+        raise CorpusError("JSON Schema $ref", "references resolvable without a network", str(e)[:200]) from e
+    if err is None:
+        return None
+    return f"{_STRICT.get(strict, '')}schema violation at {err.json_path}: {err.message[:200]}"
+
+
+def _check_value(spec: SpecRef, value: Any, profile: JsonProfile) -> str | None:
+    """``jsonschema`` on every view of the value (each value of a repeated key judged), then on the
+    profile's strict readings of absent ``additionalProperties`` / ``items``, one at a time so the
+    reason names the restriction."""
+    views = [_views(value, first=False)]
+    if any(len(o.pairs) != len(o) for _, o, _ in _objects(value, None, None)):
+        views.append(_views(value, first=True))
+    stricts = [""]
+    if not profile.additional_properties_default:
+        stricts.append("properties")
+    if not profile.additional_items_default:
+        stricts.append("items")
+    for strict in stricts:
+        for view in views:
+            reason = _schema_error(spec.source, view, profile, strict)
+            if reason is not None:
+                return reason
+    return None
+
+
+def _profile_text_error(text: str, value: Any, schema: Any, profile: JsonProfile) -> str | None:
+    """The profile's restrictions on the text itself."""
+    if not profile.top_level_whitespace and text != text.strip(" \t\n\r"):
+        return "profile top_level_whitespace=False: whitespace around the value"
+    if profile.whitespace == "none":
+        if max_gap(text):
+            return "profile whitespace='none': whitespace between tokens"
+    elif isinstance(profile.whitespace, int):
+        gap = max_gap(text)
+        if gap > profile.whitespace:
+            return f"profile whitespace={profile.whitespace}: a gap of {gap} whitespace characters"
+    if not profile.unicode_escapes and _has_u_escape(text):
+        return "profile unicode_escapes=False: a \\uXXXX escape in a string"
+    objects = _objects(value, schema, schema)
+    if not profile.allow_duplicate_keys:
+        for ptr, obj, _ in objects:
+            seen: set[str] = set()
+            for k, _x in obj.pairs:
+                if k in seen:
+                    return f"duplicate key {k!r} in the object at {ptr or '/'} (profile allow_duplicate_keys=False)"
+                seen.add(k)
+    if profile.property_order == "schema":
+        for ptr, obj, s in objects:
+            declared = _schema.declared_order(s, schema)
+            if declared is None:
+                continue  # not a plain object schema here: the order is not judged
+            rank = {k: i for i, k in enumerate(declared)}
+            keys = [rank.get(k, len(declared)) for k, _ in obj.pairs]
+            if keys != sorted(keys):
+                order = ", ".join(repr(k) for k, _ in obj.pairs)
+                return (
+                    f"profile property_order='schema': keys {order} at {ptr or '/'} are not in schema order"
+                )
+    return None
+
+
+def _has_u_escape(text: str) -> bool:
+    in_str = esc = False
+    for c in text:
+        if not in_str:
+            in_str = c == '"'
+        elif esc:
+            if c == "u":
+                return True
+            esc = False
+        elif c == "\\":
+            esc = True
+        elif c == '"':
+            in_str = False
+    return False
+
+
+def _source_text(spec: SpecRef, kind: str) -> tuple[str, str]:
+    src = spec.source
+    if kind == "gbnf" and isinstance(src, dict):
+        text, root = src.get("text"), src.get("root", "root")
+    else:
+        text, root = src, "root"
+    if not isinstance(text, str) or not isinstance(root, str):
+        raise CorpusError(
+            f"spec {spec.name or spec.digest}", f"a {kind} source given as a string", repr(src)[:80]
+        )
+    return text, root
+
+
+def validate_output(spec: SpecRef, data: bytes) -> str | None:
+    """None when ``data`` is in the language of ``spec``, else a one-line reason. Raises
+    :class:`CorpusError` when the spec itself cannot be judged (malformed schema, pattern, grammar,
+    or a ``$ref`` that needs the network)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8: {e.reason} at byte {e.start}"
+    if spec.kind == "choice":
+        options = spec.source
+        if not isinstance(options, (list, tuple)) or not all(isinstance(o, str) for o in options):
+            raise CorpusError(
+                f"spec {spec.name or spec.digest}", "a choice source given as a list of strings"
+            )
+        return None if text in options else f"{text[:80]!r} is not one of the {len(options)} choices"
+    if spec.kind == "regex":
+        pattern, _ = _source_text(spec, "regex")
+        try:
+            ok = re.fullmatch(pattern, text) is not None
+        except re.error as e:
+            raise CorpusError(f"regex {pattern[:60]!r}", "a Python regular expression", str(e)) from e
+        return None if ok else f"{text[:80]!r} does not fully match /{pattern[:80]}/"
+    if spec.kind == "gbnf":
+        grammar, root = _source_text(spec, "gbnf")
+        try:
+            ok = gbnf_accepts(text, grammar, root)
+        except (ValueError, KeyError, IndexError) as e:
+            raise CorpusError(f"GBNF grammar {spec.name or spec.digest}", "a GBNF grammar", str(e)) from e
+        return None if ok else f"{text[:80]!r} is not in the GBNF language (independent Earley recognizer)"
+    profile = profile_of(spec)
+    value, reason = _parse(text)
+    if reason is not None:
+        return reason
+    return _profile_text_error(text, value, spec.source, profile) or _check_value(spec, value, profile)
+
+
+def validate_instance(spec: SpecRef, instance: Any) -> str | None:
+    """:func:`validate_output` for a value: a JSON value for a schema (judged as a value: the
+    profile's text restrictions do not apply, its ``additionalProperties`` default does), a string
+    otherwise."""
+    if spec.kind != "json_schema":
+        if not isinstance(instance, str):
+            return f"not a string: {type(instance).__name__}"
+        return validate_output(spec, instance.encode("utf-8", "surrogatepass"))
+    try:
+        text = json.dumps(instance, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        return f"not a JSON value: {e}"
+    value, reason = _parse(text)
+    if reason is not None:
+        return reason
+    return _check_value(spec, value, profile_of(spec))
