@@ -7,7 +7,7 @@ from typing import Any
 
 from refdecoder.errors import MaskcertError
 
-__all__ = ["load_backend", "ADAPTERS", "BackendUnavailable"]
+__all__ = ["load_backend", "adapter_class", "ADAPTERS", "BackendUnavailable"]
 
 # name -> "module:Class"
 ADAPTERS = {
@@ -23,8 +23,9 @@ class BackendUnavailable(MaskcertError, ImportError):
     """An optional backend's package is not installed (the CLI exits 2 with this message)."""
 
 
-def load_backend(name: str, **options: Any) -> Any:
-    """An adapter by registered name or ``module:Class``."""
+def adapter_class(name: str) -> Any:
+    """The adapter class for a registered name or ``module:Class`` (imports its backend package:
+    :class:`BackendUnavailable` when that is not installed)."""
     target = ADAPTERS.get(name, name)
     if ":" not in target:
         raise BackendUnavailable(
@@ -40,4 +41,9 @@ def load_backend(name: str, **options: Any) -> Any:
     cls = getattr(mod, cls_name, None)
     if cls is None:
         raise BackendUnavailable(f"backend {name!r}: module {mod_name!r} has no attribute {cls_name!r}")
-    return cls(**options)
+    return cls
+
+
+def load_backend(name: str, **options: Any) -> Any:
+    """An adapter by registered name or ``module:Class``."""
+    return adapter_class(name)(**options)

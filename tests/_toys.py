@@ -1,0 +1,228 @@
+"""Deliberately broken backends: the reference with one defect each, for the quality tests of
+certification and fuzzing ("a quality test checks that known hard examples do get found", STYLE §15).
+
+Each is an adapter class (``tests._toys:Name`` works as ``--backend module:Class``) whose matcher
+wraps a reference matcher and breaks exactly one invariant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from props.adapters.reference import ReferenceBackend
+from props.backend import Compiled, CompileOutcome
+from refdecoder import JsonSchema, Spec
+from refdecoder._tokens import pack_ids, unpack_mask
+
+__all__ = [
+    "ExtraClosingBrace",
+    "NoEos",
+    "NoCharacterSplits",
+    "SharedFork",
+    "NoOpRollback",
+    "CrashAfterThree",
+    "ValidateOffByOne",
+    "WrongJumpForward",
+    "IgnoresUniqueItems",
+    "TOYS",
+]
+
+
+class _Wrapped:
+    """A reference matcher; subclasses override one method."""
+
+    def __init__(self, inner: Any, backend: Any) -> None:
+        self.inner = inner
+        self.backend = backend
+
+    def _ids(self) -> list[int]:
+        return list(unpack_mask(self.inner.mask(), self.backend.size))
+
+    def _pack(self, ids: Any) -> np.ndarray:
+        return pack_ids(sorted(set(ids)), self.backend.size)
+
+    def mask(self) -> np.ndarray:
+        return np.asarray(self.inner.mask())
+
+    def accept(self, token_id: int) -> Any:
+        return self.inner.accept(token_id)
+
+    def is_accepting(self) -> bool:
+        return bool(self.inner.is_accepting())
+
+    def is_terminated(self) -> bool:
+        return bool(self.inner.is_terminated())
+
+    def rollback(self, k: int) -> None:
+        self.inner.rollback(k)
+
+    def fork(self) -> Any:
+        return type(self)(self.inner.fork(), self.backend)
+
+    def forced_bytes(self) -> bytes:
+        return bytes(self.inner.forced_bytes())
+
+    def validate(self, ids: list[int]) -> int:
+        return int(self.inner.validate(ids))
+
+
+class _Toy(ReferenceBackend):
+    matcher_class: type[_Wrapped] = _Wrapped
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = f"toy-{type(self).__name__}"
+        self.size = 0
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        self.size = len(vocabulary)
+        self.vocabulary = vocabulary
+        return super().compile(spec, vocabulary)
+
+    def matcher(self, compiled: Compiled) -> Any:
+        return self.matcher_class(super().matcher(compiled), self)
+
+
+class _ExtraBrace(_Wrapped):
+    def mask(self) -> np.ndarray:
+        ids = self._ids()
+        if not self.inner.is_terminated():
+            ids.append(ord("}"))  # byte-vocabulary id of "}"
+        return self._pack(ids)
+
+    def accept(self, token_id: int) -> Any:
+        if token_id == ord("}") and not self.inner.is_terminated():
+            out = self.inner.accept(token_id)
+            return out
+        return self.inner.accept(token_id)
+
+
+class ExtraClosingBrace(_Toy):
+    """Always allows ``}`` (soundness)."""
+
+    matcher_class = _ExtraBrace
+
+
+class _NoEos(_Wrapped):
+    def mask(self) -> np.ndarray:
+        eos = set(self.backend.vocabulary.eos_ids)
+        return self._pack(i for i in self._ids() if i not in eos)
+
+
+class NoEos(_Toy):
+    """Never offers EOS (eos)."""
+
+    matcher_class = _NoEos
+
+
+class _NoSplits(_Wrapped):
+    def mask(self) -> np.ndarray:
+        tb = self.backend.vocabulary.token_bytes
+
+        def whole(i: int) -> bool:
+            b = tb[i]
+            if b is None:
+                return True
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+            return True
+
+        return self._pack(i for i in self._ids() if whole(i))
+
+
+class NoCharacterSplits(_Toy):
+    """Masks every token that is not whole UTF-8 characters (utf8)."""
+
+    matcher_class = _NoSplits
+
+
+class _SharedFork(_Wrapped):
+    def fork(self) -> Any:
+        return self  # shares state with its parent
+
+
+class SharedFork(_Toy):
+    """``fork()`` returns the same matcher (fork)."""
+
+    matcher_class = _SharedFork
+
+
+class _NoOpRollback(_Wrapped):
+    def rollback(self, k: int) -> None:
+        return None
+
+
+class NoOpRollback(_Toy):
+    """``rollback`` does nothing (rollback)."""
+
+    matcher_class = _NoOpRollback
+
+
+class _Crash(_Wrapped):
+    def mask(self) -> np.ndarray:
+        if self.inner.num_accepted >= 3:
+            raise RuntimeError("toy backend: internal error after three tokens")
+        return np.asarray(self.inner.mask())
+
+
+class CrashAfterThree(_Toy):
+    """``mask()`` raises after three tokens (crash)."""
+
+    matcher_class = _Crash
+
+
+class _ValidateOffByOne(_Wrapped):
+    def validate(self, ids: list[int]) -> int:
+        n = int(self.inner.validate(ids))
+        return n + 1 if n < len(ids) else n
+
+
+class ValidateOffByOne(_Toy):
+    """``validate`` counts one token past the first invalid one (speculative)."""
+
+    matcher_class = _ValidateOffByOne
+
+
+class _WrongJump(_Wrapped):
+    def forced_bytes(self) -> bytes:
+        return bytes(self.inner.forced_bytes()) + b"!"
+
+
+class WrongJumpForward(_Toy):
+    """Forced bytes end with a spurious ``!`` (jump_forward)."""
+
+    matcher_class = _WrongJump
+
+
+def _drop_unique(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _drop_unique(v) for k, v in schema.items() if k != "uniqueItems"}
+    if isinstance(schema, list):
+        return [_drop_unique(v) for v in schema]
+    return schema
+
+
+class IgnoresUniqueItems(_Toy):
+    """Compiles ``uniqueItems`` schemas by ignoring the keyword (refusal hygiene)."""
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        if isinstance(spec, JsonSchema):
+            spec = JsonSchema(_drop_unique(spec.schema), spec.profile)
+        return super().compile(spec, vocabulary)
+
+
+TOYS: dict[str, tuple[type[_Toy], str]] = {
+    "soundness": (ExtraClosingBrace, "tests._toys:ExtraClosingBrace"),
+    "eos": (NoEos, "tests._toys:NoEos"),
+    "utf8": (NoCharacterSplits, "tests._toys:NoCharacterSplits"),
+    "fork": (SharedFork, "tests._toys:SharedFork"),
+    "rollback": (NoOpRollback, "tests._toys:NoOpRollback"),
+    "crash": (CrashAfterThree, "tests._toys:CrashAfterThree"),
+    "speculative": (ValidateOffByOne, "tests._toys:ValidateOffByOne"),
+    "jump_forward": (WrongJumpForward, "tests._toys:WrongJumpForward"),
+    "refusal": (IgnoresUniqueItems, "tests._toys:IgnoresUniqueItems"),
+}

@@ -1,0 +1,130 @@
+"""Certification: the reference certifies clean; each deliberately broken backend is caught with the
+right invariant and a certificate; the report, reproducers and CLI behave (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tokenizers_matrix as tm
+from props.certify import certify, declared_restrictions
+from props.cli import main
+from props.corpus import Case, load_corpus, validate_output
+from props.findings import FAILING, Finding, SpecRef
+from props.report import load_report
+
+from ._toys import TOYS
+
+SMALL = [
+    Case(SpecRef("regex", "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
+    Case(SpecRef("choice", ["yes", "yesno", "née"], "choices", "test"), valid=("yes", "née")),
+    Case(
+        SpecRef("json_schema", {"type": "object", "properties": {"a": {"type": "integer"},
+                                "b": {"type": "string", "maxLength": 3}}, "required": ["a"]}, "object", "test"),
+        valid=({"a": 1, "b": "é€😀"}, {"a": -20}),
+        invalid=({"b": "x"}, {"a": 1, "b": "long"}),
+    ),  # fmt: skip
+    Case(
+        SpecRef("json_schema", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "unique", "test"),
+        valid=([1, 2],),
+        invalid=([1, 1],),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def byte() -> tm.Vocabulary:
+    return tm.byte_vocabulary()
+
+
+def _check_certificates(findings: list[Finding]) -> None:
+    """Every finding carries the evidence its invariant promises, checked independently here."""
+    for f in findings:
+        c = f.certificate
+        if f.invariant.startswith("completeness") or f.invariant == "utf8":
+            witness = c["witness"]
+            assert validate_output(f.spec, witness) is None, f
+            assert witness.startswith(f.prefix_bytes + (f.token_bytes or b"")), f
+        if f.invariant == "soundness" and "completion" in c:
+            assert validate_output(f.spec, c["completion"]) is not None, f
+        if f.invariant in ("fork", "rollback", "speculative", "jump_forward"):
+            assert c["operations"] and "observed" in c and "expected" in c, f
+
+
+def test_reference_certifies_clean_on_the_builtin_corpus_slice() -> None:
+    cases = load_corpus("builtin")[::7]
+    report = certify("reference", tokenizers=["bpe"], corpus=(), cases=cases, examples=2, strings=2)
+    assert report.findings == [], [f.message for f in report.findings]
+    assert report.exit_code == 0
+    d = report.data
+    assert d["specs"]["checked"] >= len(cases) - 2
+    assert d["counts"]["soundness"]["bpe"]["checks"] > 100
+    assert d["self_check"] == [], d["self_check"]
+
+
+@pytest.mark.parametrize("invariant", sorted(TOYS))
+def test_each_broken_backend_is_caught_with_a_certificate(invariant: str, byte: tm.Vocabulary) -> None:
+    cls, _ = TOYS[invariant]
+    report = certify(cls, tokenizers=[byte], corpus=(), cases=SMALL, examples=4, strings=2)
+    found = {f.invariant for f in report.findings}
+    assert invariant in found, (invariant, found, [f.message for f in report.findings][:5])
+    _check_certificates(report.findings)
+    assert report.exit_code == (1 if found & FAILING else 0)
+
+
+def test_report_files_and_reproducers(tmp_path: Path, byte: tm.Vocabulary) -> None:
+    cls, _ = TOYS["eos"]
+    report = certify(cls, tokenizers=[byte], corpus=(), cases=SMALL[:2], examples=2, out=tmp_path)
+    data = load_report(tmp_path / "report.json")
+    assert data["exit_code"] == 1 and data["findings"]
+    assert data["backend"]["name"] == "toy-NoEos"
+    assert {t["fingerprint"] for t in data["tokenizers"]} == {byte.fingerprint}
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert all(f["id"] in text for f in data["findings"])
+    assert report.findings[0].invariant == "eos"
+
+
+def test_a_real_defect_reproduces_standalone(tmp_path: Path, byte: tm.Vocabulary) -> None:
+    """outlines-core drops a non-accepting continuation from an accepting state (``a|ab`` after
+    ``a``): certify finds it, and its reproducer, run alone, shows it."""
+    pytest.importorskip("outlines_core")
+    case = Case(SpecRef("regex", "a|ab", "a-or-ab", "test"), valid=("a", "ab"))
+    report = certify("outlines-core", tokenizers=[byte], corpus=(), cases=[case], examples=0, out=tmp_path)
+    hits = [f for f in report.findings if f.invariant.startswith("completeness") and f.token_bytes == b"b"]
+    assert hits, [f.message for f in report.findings]
+    script = tmp_path / hits[0].repro
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "REPRODUCED" in run.stdout, run.stdout + run.stderr
+
+
+def test_declared_restrictions_are_listed_not_found() -> None:
+    pytest.importorskip("xgrammar")
+    from props.adapters.xgrammar import declared_profile
+
+    listed = {r["option"] for r in declared_restrictions(declared_profile())}
+    assert {"property_order", "top_level_whitespace", "additional_properties_default"} <= listed
+
+
+def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certify", "--backend", "no_such_module:Backend", "--out", str(tmp_path)]) == 2
+    assert "not available" in capsys.readouterr().err
+    assert main(["certify", "--tokenizer", "no-such-tokenizer", "--out", str(tmp_path)]) == 2
+    assert "expected a matrix name" in capsys.readouterr().err
+    assert main(["certify", "--corpus", str(tmp_path / "missing"), "--out", str(tmp_path)]) == 2
+
+
+def test_cli_writes_the_report_and_exits_by_severity(tmp_path: Path) -> None:
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "boolean"}))
+    code = main(["certify", "--backend", TOYS["eos"][1], "--tokenizer", "byte", "--schema", str(schema),
+                 "--examples", "1", "--in-process", "--out", str(tmp_path / "r")])  # fmt: skip
+    assert code == 1
+    assert load_report(tmp_path / "r" / "report.json")["findings"][0]["invariant"] == "eos"
+    code = main(["certify", "--tokenizer", "byte", "--regex", "[ab]{1,3}", "--examples", "1",
+                 "--out", str(tmp_path / "clean")])  # fmt: skip
+    assert code == 0
