@@ -59,48 +59,159 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    """Benchmarks as tables with ratios against the third-party engines measured in the same run."""
-    out: dict[str, object] = {}
-    if args.what in ("sampler", "all"):
-        from props.bench.sampler import format_table as sampler_table
-        from props.bench.sampler import run_sampler_bench
+def _cmd_certify(args: argparse.Namespace) -> int:
+    """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
+    from props.adapters import BackendUnavailable
+    from props.certify import CertifyError, certify
+    from props.corpus import CorpusError
 
-        rows = run_sampler_bench(threads=args.threads, repeat=args.repeat)
-        print(sampler_table(rows))
-        out["sampler"] = rows
-    if args.what in ("masks", "all"):
-        import tokenizers_matrix
-        from props.bench.masks import format_table as masks_table
-        from props.bench.masks import run_mask_bench
-
-        shared = tokenizers_matrix.shared_data_dir()
-        if args.schemas:
-            schemas = Path(args.schemas)
-        elif shared is not None:
-            schemas = shared / "jsonschemabench-maskbench"
-        else:
-            schemas = Path("jsonschemabench-maskbench")
-        if not schemas.exists():
-            print(f"maskcert bench masks: {schemas} not found: give --schemas DIR", file=sys.stderr)
+    options: dict[str, object] = {}
+    for item in args.option or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"maskcert certify: --option {item!r}: expected KEY=VALUE (VALUE as JSON, else a string)",
+                  file=sys.stderr)  # fmt: skip
             return 2
-        results = {}
-        for name in args.tokenizer:
-            vocab = tokenizers_matrix.get(name) if not Path(name).exists() else tokenizers_matrix.load(name)
-            result = run_mask_bench(vocab, schemas, limit=args.limit, time_budget_s=args.budget)
-            print(f"## {vocab.name}")
-            print(masks_table(result))
-            results[vocab.name] = result
-        out["masks"] = results
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    try:
+        report = certify(
+            args.backend,
+            tokenizers=args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
+            corpus=args.corpus or ([] if (args.schema or args.regex or args.gbnf) else ["builtin"]),
+            schemas=args.schema or [],
+            regexes=args.regex or [],
+            gbnfs=args.gbnf or [],
+            budget_s=args.budget,
+            seed=args.seed,
+            workers=args.workers,
+            examples=args.examples,
+            backend_options=options,
+            isolate=False if args.in_process else None,
+            out=args.out,
+        )
+    except (BackendUnavailable, CertifyError, CorpusError) as e:
+        print(f"maskcert certify: {e}", file=sys.stderr)
+        return 2
+    d = report.data
+    by = report.by_invariant()
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
+    print(f"{d['backend']['name']} {d['backend']['version']}: {d['specs']['checked']} specs checked "
+          f"({d['specs']['refused_by_backend']} refused by the backend, {d['specs']['refused_by_reference']} "
+          f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
+          f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}")  # fmt: skip
+    print(f"findings: {summary}")
+    if d["self_check"]:
+        print(f"reference self-check notes: {len(d['self_check'])} (see the report)")
+    print(f"report: {Path(args.out) / 'report.md'}")
+    return report.exit_code
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmarks as tables with ratios against the third-party engines measured in the same run.
+
+    ``bench PART`` prints that part's table (``--json``: its raw result, as before for masks and
+    sampler); ``bench all`` runs every part at small sizes and prints one Markdown report (progress on
+    stderr); a part that cannot run or fails is shown so, and the others still run (exit 1 on a
+    failure). ``--json``/``--md`` write the gathered report (``--json`` for all, compile and serving).
+    """
+    import os
+    import platform
+    import time
+
+    from props.bench import report
+
+    parts = report.PARTS if args.what == "all" else (args.what,)
+    size = "small" if args.what == "all" else "full"
+    overrides = {"limit": args.limit, "budget": args.budget, "repeat": args.repeat,
+                 "requests": args.requests, "timeout": args.timeout}  # fmt: skip
+    results: dict[str, object] = {}
+    failed = False
+    for part in parts:
+        t0 = time.perf_counter()
+        if args.what == "all":
+            print(f"maskcert bench: {part} ...", file=sys.stderr, flush=True)
+        try:
+            result = report.run_part(part, size, tokenizers=args.tokenizer or ["deepseek-v3-litellm"],
+                                     schemas=args.schemas, overrides=overrides, threads=args.threads)  # fmt: skip
+        except report.PartNotRun as e:
+            if args.what != "all":
+                print(f"maskcert bench {part}: {e}", file=sys.stderr)
+                return 2
+            results[part] = {"skipped": str(e)}
+        except Exception as e:  # noqa: BLE001 - one failing part is reported; the others still run
+            if args.what != "all":
+                raise
+            failed = True
+            results[part] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        else:
+            results[part] = result
+            if args.what != "all":
+                print(report.part_table(part, result))
+        if args.what == "all":
+            print(f"maskcert bench: {part} done in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "threads": args.threads, "parts": args.what}  # fmt: skip
+    gathered = report.gather(results, meta)
+    markdown = report.format_markdown(gathered)
+    if args.what == "all":
+        print(markdown)
+    if args.md:
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text(markdown, encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
-    return 0
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        raw = args.what in ("masks", "sampler")  # the shape these two wrote before the report existed
+        doc = report.clean_json(results) if raw else gathered
+        Path(args.json).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return 1 if failed else 0
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from serving_sim import cli_simulate
 
     return int(cli_simulate(args))
+
+
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    """A fuzzing campaign (props.fuzz): exit 0 clean, 1 findings or property errors, 2 bad options."""
+    import os
+
+    from props.adapters import BackendUnavailable
+    from props.fuzz import CampaignConfig, FuzzUsageError, parse_budget, run_campaign
+
+    try:
+        config = CampaignConfig(
+            target=args.target,
+            backend=args.backend,
+            tokenizers=tuple(args.tokenizer or ()),
+            budget_s=parse_budget(args.budget),
+            workers=args.workers,
+            db=args.db or "",
+            out_dir=args.out,
+            seed=args.seed if args.seed is not None else int.from_bytes(os.urandom(7), "big"),
+            cluster=args.cluster or "",
+            isolate=args.isolate,
+            properties=tuple(args.property or ()),
+        )
+        config.database  # noqa: B018 - checks --db before anything starts
+        result = run_campaign(config)
+    except (FuzzUsageError, BackendUnavailable) as e:
+        print(f"maskcert fuzz: {e}", file=sys.stderr)
+        return 2
+    how = "stopped by a signal" if result.stopped == "signal" else "budget spent"
+    print(
+        f"maskcert fuzz: {how} after {result.elapsed_s:.1f}s, {result.examples} examples, "
+        f"{len(result.findings)} findings ({len(result.new_ids)} new, {result.replayed} replayed), "
+        f"{len(result.errors)} errors; seed {result.seed}; findings in {result.findings_path}"
+    )
+    for f in result.findings:
+        print(f"  {f.id} {f.invariant:<22} {f.message}")
+    for err in result.errors[:5]:
+        print(f"  error: {err.splitlines()[-1] if err else err}", file=sys.stderr)
+    return result.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,16 +229,39 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--formats", choices=["annotation", "assert"], default="annotation")
     c.set_defaults(func=_cmd_check_schema)
 
+    ce = sub.add_parser("certify", help="certify a backend's masks against the reference; write a report")
+    ce.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
+    ce.add_argument("--tokenizer", action="append", help="matrix name or tokenizer file (repeatable; "
+                    "default: bpe and sp-bpe-bytefallback)")  # fmt: skip
+    ce.add_argument("--corpus", action="append", help="builtin | json-schema-test-suite | jsonschemabench "
+                    "(':Subset', ':limit=N', ':stride=N') | PATH (repeatable; default: builtin)")  # fmt: skip
+    ce.add_argument("--schema", action="append", help="a JSON Schema file (repeatable)")
+    ce.add_argument("--regex", action="append", help="a regex, full match (repeatable)")
+    ce.add_argument("--gbnf", action="append", help="a GBNF grammar file (repeatable)")
+    ce.add_argument("--budget", type=float, default=None, help="seconds; unchecked specs are reported as such")
+    ce.add_argument("--seed", type=int, default=0)
+    ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")
+    ce.add_argument("--examples", type=int, default=8, help="Hypothesis examples per spec for each search")
+    ce.add_argument("--option", action="append", help="adapter constructor option KEY=VALUE (repeatable)")
+    ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
+    ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
+    ce.set_defaults(func=_cmd_certify)
+
     b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
-    b.add_argument("what", choices=["masks", "sampler", "all"], nargs="?", default="all")
+    b.add_argument("what", choices=["all", "masks", "compile", "sampler", "serving"], nargs="?", default="all",
+                   help="one part, or all of them at small sizes into one report (default)")  # fmt: skip
     b.add_argument("--tokenizer", action="append", default=None,
-                   help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm)")  # fmt: skip
+                   help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm; "
+                        "compile uses the first)")  # fmt: skip
     b.add_argument("--schemas", help="JSONSchemaBench-style folder (default: shared maskbench)")
-    b.add_argument("--limit", type=int, default=50, help="schemas per run")
-    b.add_argument("--budget", type=float, default=None, help="seconds per tokenizer")
-    b.add_argument("--threads", type=int, default=1)
-    b.add_argument("--repeat", type=int, default=50)
-    b.add_argument("--json", help="also write the results as JSON here")
+    b.add_argument("--limit", type=int, default=None, help="schemas per run (masks 50, compile 24; all: 12, 16)")
+    b.add_argument("--budget", type=float, default=None, help="masks: seconds per tokenizer (all: 90)")
+    b.add_argument("--timeout", type=float, default=None, help="compile: seconds per schema (10; all: 5)")
+    b.add_argument("--threads", type=int, default=1, help="sampler: torch threads")
+    b.add_argument("--repeat", type=int, default=None, help="sampler: timed calls per shape (50; all: 20)")
+    b.add_argument("--requests", type=int, default=None, help="serving: requests per backend (24; all: 16)")
+    b.add_argument("--json", help="write the gathered report as JSON here (masks, sampler: their raw results)")
+    b.add_argument("--md", help="write the gathered report as Markdown here")
     b.set_defaults(func=_cmd_bench)
 
     from serving_sim import add_simulate_arguments
@@ -135,6 +269,22 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
     add_simulate_arguments(sim)
     sim.set_defaults(func=_cmd_simulate)
+
+    fz = sub.add_parser("fuzz", help="run properties under the fuzz profile until a time budget is spent")
+    fz.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
+    fz.add_argument("--target", default="invariants",
+                    help="invariants | reference | sampler | serving | module:function (default: invariants)")  # fmt: skip
+    fz.add_argument("--tokenizer", action="append", default=None, help="matrix name or tokenizer file (repeatable)")
+    fz.add_argument("--budget", default="60s", help="wall-clock budget: 90, 30s, 10m, 2h, 1h30m (default: 60s)")
+    fz.add_argument("--workers", type=int, default=1, help="local worker processes, or Ray tasks with --cluster")
+    fz.add_argument("--db", help="example database: a directory or redis://HOST:PORT (default: OUT/hypothesis-db)")
+    fz.add_argument("--out", default="fuzz-out", help="findings.jsonl and campaign.json go here")
+    fz.add_argument("--seed", type=int, default=None, help="base seed of every shard (default: random)")
+    fz.add_argument("--cluster", help="run shards as Ray tasks: 'local' (ray.init() defaults), 'auto' or ray://HOST:PORT")
+    fz.add_argument("--isolate", action="store_true", help="run the backend in a worker process")
+    fz.add_argument("--property", action="append", default=None,
+                    help="only the target's properties matching this fnmatch pattern (repeatable)")  # fmt: skip
+    fz.set_defaults(func=_cmd_fuzz)
     return p
 
 
