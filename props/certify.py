@@ -395,7 +395,7 @@ def _shard(job: tuple[Any, dict[str, Any], bool | None, list[Case], list[Any], d
     backend_name, options, isolate, cases, vocabs, kw = job
     backend = resolve_backend(backend_name, options, isolate)
     try:
-        return [certify_case(backend, c, v, **kw) for v in vocabs for c in cases]
+        return [certify_case(backend, c, v, **kw) for c in cases for v in vocabs]
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
@@ -450,8 +450,9 @@ def certify(
         instance = resolve_backend(backend, options, isolate)
         total = len(cases) * len(vocabs)
         done = 0
-        for v in vocabs:
-            for c in cases:
+        # Cases outer, vocabularies inner: a budget that runs out leaves every tokenizer with the same cases.
+        for c in cases:
+            for v in vocabs:
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
