@@ -68,7 +68,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from refdecoder.errors import MaskcertError
+from refdecoder.errors import InputError
 
 from .findings import FAILING, INVARIANTS, REPORT_SCHEMA_VERSION, SEVERITY_RANK, Finding, FindingError
 
@@ -112,16 +112,9 @@ HISTOGRAM_EDGES_MS: tuple[float, ...] = tuple(
 )
 
 
-class ReportError(MaskcertError, ValueError):
+class ReportError(InputError):
     """A file (or dict) that is not a maskcert report: ``path`` names it, ``expected`` says what was
     expected, ``detail`` what was found."""
-
-    def __init__(self, path: str, expected: str, detail: str = "") -> None:
-        self.path = path
-        self.expected = expected
-        self.detail = detail
-        tail = f" ({detail})" if detail else ""
-        super().__init__(f"{path}: expected {expected}{tail}")
 
 
 # -- histogram ----------------------------------------------------------------------------------------
@@ -407,6 +400,27 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _facts(f: dict[str, Any]) -> list[tuple[str, str]]:
+    """The labelled facts of one finding, as the Markdown and HTML renderings both list them."""
+    spec = f.get("spec") or {}
+    prefix = f.get("prefix_ids", []) or []
+    facts = [
+        ("spec", f"{spec.get('kind', '')} {spec.get('name', '')} (corpus {spec.get('corpus', '') or '–'}, "
+                 f"digest {spec.get('digest', '')})"),
+        ("tokenizer", f"{f.get('tokenizer', '')} ({str(f.get('tokenizer_fingerprint', ''))[:12]})"),
+        ("step", f"{f.get('step', len(prefix))}, walk {f.get('walk', '') or '–'}, "
+                 f"{f.get('occurrences', 1)} occurrence(s)"),
+        ("prefix ids", _cut(json.dumps(prefix), 600)),
+        ("prefix bytes", _cut(_show(f.get("prefix_bytes")), 600)),
+        ("token", _token(f)),
+        ("backend verdict", str(f.get("backend_verdict", ""))),
+        ("reference verdict", str(f.get("reference_verdict", ""))),
+    ]  # fmt: skip
+    if f.get("repro"):
+        facts.append(("reproducer", f"python3 {f['repro']}"))
+    return facts
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """``report.md``: summary, declared profile and restrictions, matrix, findings, refusals, timings."""
     be = report.get("backend", {})
@@ -523,26 +537,11 @@ def _anchor(fid: Any) -> str:
 
 
 def _md_finding(f: dict[str, Any]) -> list[str]:
-    spec = f.get("spec") or {}
     out = [f'<a id="finding-{_anchor(f.get("id", ""))}"></a>', "",
            f"### Finding {_md(f.get('id', ''))}: {_md(f.get('invariant', ''))} ({_md(f.get('severity', ''))})", ""]  # fmt: skip
     out.append(_md(f.get("message", "")))
     out.append("")
-    prefix = f.get("prefix_ids", []) or []
-    facts = [
-        ("spec", f"{spec.get('kind', '')} {spec.get('name', '')} (corpus {spec.get('corpus', '') or '–'}, "
-                 f"digest {spec.get('digest', '')})"),
-        ("tokenizer", f"{f.get('tokenizer', '')} ({str(f.get('tokenizer_fingerprint', ''))[:12]})"),
-        ("step", f"{f.get('step', len(prefix))}, walk {f.get('walk', '') or '–'}, "
-                 f"{f.get('occurrences', 1)} occurrence(s)"),
-        ("prefix ids", _cut(json.dumps(prefix), 600)),
-        ("prefix bytes", _cut(_show(f.get("prefix_bytes")), 600)),
-        ("token", _token(f)),
-        ("backend verdict", str(f.get("backend_verdict", ""))),
-        ("reference verdict", str(f.get("reference_verdict", ""))),
-    ]  # fmt: skip
-    if f.get("repro"):
-        facts.append(("reproducer", f"python3 {f['repro']}"))
+    facts = _facts(f)
     out += [f"- **{k}**: {_md(v)}" for k, v in facts]
     out.append("")
     cert = f.get("certificate") or {}
@@ -722,23 +721,7 @@ def render_html(report: dict[str, Any]) -> str:
 
 
 def _html_finding(f: dict[str, Any]) -> str:
-    spec = f.get("spec") or {}
-    prefix = f.get("prefix_ids", []) or []
-    facts = [
-        ("message", str(f.get("message", ""))),
-        ("spec", f"{spec.get('kind', '')} {spec.get('name', '')} (corpus {spec.get('corpus', '') or '–'}, "
-                 f"digest {spec.get('digest', '')})"),
-        ("tokenizer", f"{f.get('tokenizer', '')} ({str(f.get('tokenizer_fingerprint', ''))[:12]})"),
-        ("step", f"{f.get('step', len(prefix))}, walk {f.get('walk', '') or '–'}, "
-                 f"{f.get('occurrences', 1)} occurrence(s)"),
-        ("prefix ids", _cut(json.dumps(prefix), 600)),
-        ("prefix bytes", _cut(_show(f.get("prefix_bytes")), 600)),
-        ("token", _token(f)),
-        ("backend verdict", str(f.get("backend_verdict", ""))),
-        ("reference verdict", str(f.get("reference_verdict", ""))),
-    ]  # fmt: skip
-    if f.get("repro"):
-        facts.append(("reproducer", f"python3 {f['repro']}"))
+    facts = [("message", str(f.get("message", ""))), *_facts(f)]
     cert = f.get("certificate") or {}
     facts += [(f"certificate: {k}", v) for k, v in _cert_items(cert)]
     dl = "".join(f"<dt>{_h(k)}</dt><dd><code>{_h(v)}</code></dd>" for k, v in facts)

@@ -13,6 +13,7 @@ __all__ = [
     "SpecError",
     "Unsupported",
     "LimitExceeded",
+    "InputError",
     "VocabularyError",
     "NoValidToken",
     "StateError",
@@ -60,8 +61,9 @@ class LimitExceeded(MaskcertError, ValueError):
         super().__init__(f"limit {limit!r} exceeded{at}: {value}{of}")
 
 
-class VocabularyError(MaskcertError, ValueError):
-    """A tokenizer file is unknown or malformed."""
+class InputError(MaskcertError, ValueError):
+    """An input (a file, a name, a record) that is not what was expected: ``path`` names it,
+    ``expected`` says what would have been valid, ``detail`` what was found instead."""
 
     def __init__(self, path: str, expected: str, detail: str = "") -> None:
         self.path = path
@@ -69,6 +71,10 @@ class VocabularyError(MaskcertError, ValueError):
         self.detail = detail
         tail = f" ({detail})" if detail else ""
         super().__init__(f"{path}: expected {expected}{tail}")
+
+
+class VocabularyError(InputError):
+    """A tokenizer file is unknown or malformed."""
 
 
 class NoValidToken(MaskcertError, RuntimeError):
