@@ -225,7 +225,7 @@ def _adversarial_property(t: Target) -> Property:
 
     @given(st.data())
     def adversarial(data: st.DataObject) -> None:
-        t._seen = set()
+        t.fresh()
 
         def pick(tt: Target, allowed: list[int]) -> int:
             ordered = sorted(allowed, key=lambda i: (-_weight(tt, i), i))

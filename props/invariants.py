@@ -156,6 +156,12 @@ class Target:
         f = backend_failure(self.backend, self.spec, self.vocab, e.operation, e.error)
         return f.with_(prefix_ids=tuple(prefix), prefix_bytes=self.vocab.decode(prefix) if prefix else b"")
 
+    def fresh(self) -> None:
+        """Forget what was seen and certified: each Hypothesis example must judge on its own, or a
+        replay during shrinking would not fail the way the first run did."""
+        self._seen = set()
+        self.certified = Counter()
+
     def may_certify(self, kind: str) -> bool:
         """Whether another finding of ``kind`` gets a certificate on this target (see ``cap``)."""
         if self.certified[kind] >= self.cap:

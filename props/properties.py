@@ -135,7 +135,7 @@ def invariant_properties(
     @given(st.data())
     def valid_walks(data: st.DataObject) -> None:
         t, case = targets[data.draw(pick_target, label="target")]
-        t._seen = set()
+        t.fresh()
         strings = valid_strings(t, case)
         from_schema = _from_schema(t, data)
         pool = strings + ([from_schema] if from_schema is not None else [])
@@ -150,7 +150,7 @@ def invariant_properties(
     @given(st.data())
     def adversarial(data: st.DataObject) -> None:
         t, _ = targets[data.draw(pick_target, label="target")]
-        t._seen = set()
+        t.fresh()
 
         def pick(tt: Target, allowed: list[int]) -> int:
             ordered = sorted(allowed, key=lambda i: (-_weight(tt, i), i))

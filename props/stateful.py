@@ -36,7 +36,7 @@ def machine_for(t: Target) -> type[RuleBasedStateMachine]:
     class Differential(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            t._seen = set()  # each example certifies afresh, so shrinking sees the same failures
+            t.fresh()  # each example certifies afresh, so shrinking sees the same failures
             self.pairs: list[tuple[Any, RefMatcher]] = [(t.matcher(), RefMatcher(t.reference))]
             self.ids: list[list[int]] = [[]]
             self.ops: list[list[Any]] = []
