@@ -62,7 +62,7 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
 def _cmd_certify(args: argparse.Namespace) -> int:
     """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
     from props.adapters import BackendUnavailable
-    from props.certify import CertifyError, certify
+    from props.certification import CertifyError, certify
     from props.corpus import CorpusError
 
     options: dict[str, object] = {}

@@ -33,7 +33,17 @@ from .invariants import NotChecked, Target, _weight, adversarial_walk, check_inv
 from .stateful import machine_for
 from .witness import canonical_ids, char_splitting_segmentation, random_segmentation
 
-__all__ = ["Property", "invariant_properties", "prepare_targets", "valid_strings", "invalid_strings", "segment"]
+__all__ = [
+    "Property",
+    "invariant_properties",
+    "valid_walk_property",
+    "adversarial_property",
+    "invalid_property",
+    "prepare_targets",
+    "valid_strings",
+    "invalid_strings",
+    "segment",
+]
 
 SEGMENTATIONS = ("canonical", "random", "utf8-split")
 
@@ -119,22 +129,16 @@ def _raise(findings: list[Finding]) -> None:
         raise FindingFailure(findings)
 
 
-def invariant_properties(
-    backend: Any, vocabularies: Sequence[Any], cases: Sequence[Case] | None = None
-) -> list[Property]:
-    """The invariant properties of ``backend`` over ``cases`` (default: the builtin corpus)."""
-    if cases is None:
-        from .corpus import load_corpus
+Targets = Sequence[tuple[Target, Case]]
 
-        cases = load_corpus("builtin")
-    targets = prepare_targets(backend, vocabularies, cases)
-    if not targets:
-        return []
-    pick_target = st.sampled_from(range(len(targets)))
+
+def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") -> Property:
+    """A valid string of a drawn target (corpus instance or hypothesis-jsonschema instance) under a
+    drawn segmentation, masks compared at every step."""
 
     @given(st.data())
     def valid_walks(data: st.DataObject) -> None:
-        t, case = targets[data.draw(pick_target, label="target")]
+        t, case = targets[data.draw(st.sampled_from(range(len(targets))), label="target")]
         t.fresh()
         strings = valid_strings(t, case)
         from_schema = _from_schema(t, data)
@@ -147,9 +151,16 @@ def invariant_properties(
         assert ids is not None
         _raise(check_walk(t, ids, how))
 
+    return Property(name, test=valid_walks)
+
+
+def adversarial_property(targets: Targets, name: str = "invariants/adversarial") -> Property:
+    """The backend's own choices among its allowed tokens, drawn (and shrunk) by Hypothesis,
+    favouring EOS, byte-fallback, long, whitespace and rare tokens."""
+
     @given(st.data())
     def adversarial(data: st.DataObject) -> None:
-        t, _ = targets[data.draw(pick_target, label="target")]
+        t, _ = targets[data.draw(st.sampled_from(range(len(targets))), label="target")]
         t.fresh()
 
         def pick(tt: Target, allowed: list[int]) -> int:
@@ -158,21 +169,39 @@ def invariant_properties(
 
         _raise(adversarial_walk(t, pick, max_steps=24))
 
+    return Property(name, test=adversarial)
+
+
+def invalid_property(targets: Targets, name: str = "invariants/invalid") -> Property:
+    """An invalid instance of a drawn target must not finish."""
+
     @given(st.data())
     def invalid(data: st.DataObject) -> None:
-        t, case = targets[data.draw(pick_target, label="target")]
+        t, case = targets[data.draw(st.sampled_from(range(len(targets))), label="target")]
         bad = invalid_strings(t.spec, case)
         assume(bad)
         text, why = data.draw(st.sampled_from(bad), label="invalid")
         _raise(check_invalid(t.backend, t.compiled, t.spec, t.vocab, text, why, True))
 
-    machines = [machine_for(t) for t, _ in targets]
+    return Property(name, test=invalid)
 
+
+def invariant_properties(
+    backend: Any, vocabularies: Sequence[Any], cases: Sequence[Case] | None = None
+) -> list[Property]:
+    """The invariant properties of ``backend`` over ``cases`` (default: the builtin corpus)."""
+    if cases is None:
+        from .corpus import load_corpus
+
+        cases = load_corpus("builtin")
+    targets = prepare_targets(backend, vocabularies, cases)
+    if not targets:
+        return []
     return [
-        Property("invariants/valid-walks", test=valid_walks),
-        Property("invariants/adversarial", test=adversarial),
-        Property("invariants/invalid", test=invalid),
-        *[Property(f"invariants/stateful/{t.spec.name}/{t.vocab.name}", machine=m) for (t, _), m in zip(targets, machines)],
+        valid_walk_property(targets),
+        adversarial_property(targets),
+        invalid_property(targets),
+        *[Property(f"invariants/stateful/{t.spec.name}/{t.vocab.name}", machine=machine_for(t)) for t, _ in targets],
     ]
 
 

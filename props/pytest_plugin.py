@@ -2,7 +2,7 @@
 
 Installed with maskcert (entry point ``pytest11``), inactive unless ``--maskcert-backend`` is given.
 Then it adds one test item per (corpus case, tokenizer), named ``maskcert[<backend>/<case>/<tokenizer>]``,
-each running :func:`props.certify.certify_case`; an item fails when it has any finding and prints each
+each running :func:`props.certification.certify_case`; an item fails when it has any finding and prints each
 finding's invariant, step, token, both verdicts and certificate. Refusals and declared profile
 differences are not failures. Options: ``--maskcert-tokenizer`` (repeatable; default ``bpe``),
 ``--maskcert-corpus`` (repeatable; default ``builtin``), ``--maskcert-examples`` (Hypothesis examples
@@ -40,7 +40,7 @@ class MaskcertItem(pytest.Item):
         self.state = state
 
     def runtest(self) -> None:
-        from props.certify import certify_case, resolve_backend
+        from props.certification import certify_case, resolve_backend
 
         if "backend" not in self.state:
             opts = self.state["options"]
@@ -81,7 +81,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     backend = config.getoption("--maskcert-backend")
     if not backend:
         return
-    from props.certify import _vocabularies
+    from props.certification import _vocabularies
     from props.corpus import load_corpus
 
     options = {

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import props
 import tokenizers_matrix as tm
-from props.certify import certify, declared_restrictions
+from props.certification import certify, declared_restrictions
 from props.cli import main
 from props.corpus import Case, load_corpus, validate_output
 from props.findings import FAILING, Finding, SpecRef
@@ -69,7 +70,7 @@ def test_reference_certifies_clean_on_the_builtin_corpus_slice() -> None:
 @pytest.mark.parametrize("invariant", sorted(TOYS))
 def test_each_broken_backend_is_caught_with_a_certificate(invariant: str, byte: tm.Vocabulary) -> None:
     cls, _ = TOYS[invariant]
-    report = certify(cls, tokenizers=[byte], corpus=(), cases=SMALL, examples=4, strings=2)
+    report = props.certify(cls, tokenizers=[byte], corpus=(), cases=SMALL, examples=4, strings=2)
     found = {f.invariant for f in report.findings}
     assert invariant in found, (invariant, found, [f.message for f in report.findings][:5])
     _check_certificates(report.findings)

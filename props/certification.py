@@ -1,4 +1,5 @@
-"""``props.certify``: run every invariant of DESIGN §4 against one backend over a corpus (DESIGN §6).
+"""``props.certify`` (defined here, in ``props.certification``): run every invariant of DESIGN §4
+against one backend over a corpus (DESIGN §6).
 
 Theory of operation. For each vocabulary and each corpus case, :func:`certify_case`:
 
@@ -11,8 +12,9 @@ Theory of operation. For each vocabulary and each corpus case, :func:`certify_ca
    (fork, rollback, speculative, jump-forward, determinism);
 3. walks the case's invalid instances (a backend that lets one finish is unsound, and the instance is
    its own certificate);
-4. runs two Hypothesis searches bounded by ``examples``: adversarial walks where the backend picks
-   tokens, and the :mod:`props.stateful` machine; a failure is shrunk before it is recorded.
+4. runs three Hypothesis searches bounded by ``examples``: valid walks (with instances from
+   hypothesis-jsonschema too), adversarial walks where the backend picks tokens, and the
+   :mod:`props.stateful` machine; a failure is shrunk before it is recorded.
 
 Findings are deduplicated (:func:`props.findings.dedupe`); the report (``report.json`` — schema in
 :mod:`props.report` — plus Markdown, HTML and one reproducer script per finding) is written by
@@ -38,7 +40,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition
+from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
 from refdecoder import JsonProfile
 from refdecoder import Matcher as RefMatcher
@@ -59,7 +61,15 @@ from .invariants import (
     prepare,
     profile_spec_ref,
 )
-from .properties import SEGMENTATIONS, Property, invalid_strings, segment, valid_strings
+from .properties import (
+    SEGMENTATIONS,
+    Property,
+    adversarial_property,
+    invalid_strings,
+    segment,
+    valid_strings,
+    valid_walk_property,
+)
 from .stateful import machine_for
 from .witness import shortest_completion
 
@@ -114,6 +124,8 @@ def _run_search(prop: Property, examples: int, seed: int, t: Target) -> list[Fin
         test()
     except FindingFailure as e:
         return e.findings
+    except Unsatisfiable:
+        return []  # nothing to draw from (e.g. a spec given without instances): nothing checked here
     except (FlakyFailure, FlakyStrategyDefinition) as e:
         return [t.finding("determinism", (), backend_verdict="different outcomes on replay",
                           reference_verdict="the same outcome every time",
@@ -205,7 +217,9 @@ def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples
     if out_of_time():
         return
     result.findings += adversarial_walk(t, _picker(rng), max_steps=32)
-    result.findings += _run_search(_adversarial_property(t), examples, seed, t)
+    one = [(t, case)]
+    result.findings += _run_search(valid_walk_property(one, f"valid-walks/{t.spec.name}"), examples, seed, t)
+    result.findings += _run_search(adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t)
     if out_of_time():
         return
     result.findings += _run_search(Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t)
@@ -215,27 +229,6 @@ def _picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
     from .invariants import weighted_picker
 
     return weighted_picker(rng)
-
-
-def _adversarial_property(t: Target) -> Property:
-    from hypothesis import given
-    from hypothesis import strategies as st
-
-    from .invariants import _weight
-
-    @given(st.data())
-    def adversarial(data: st.DataObject) -> None:
-        t.fresh()
-
-        def pick(tt: Target, allowed: list[int]) -> int:
-            ordered = sorted(allowed, key=lambda i: (-_weight(tt, i), i))
-            return int(data.draw(st.sampled_from(ordered), label="token"))
-
-        found = adversarial_walk(t, pick, max_steps=24)
-        if found:
-            raise FindingFailure(found)
-
-    return Property(f"adversarial/{t.spec.name}", test=adversarial)
 
 
 def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float) -> CaseResult:
