@@ -417,6 +417,10 @@ def certify(
     """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) on the
     corpora (names or paths) plus ``cases`` for each tokenizer; write the report to ``out`` when given.
     See the module doc."""
+    # Imported now, so that a broken install fails before the run rather than after it.
+    from . import report as _report  # noqa: F401
+    from . import repro as _repro  # noqa: F401
+
     started = time.monotonic()
     deadline = started + budget_s if budget_s is not None else None
     vocabs = _vocabularies(tokenizers)

@@ -702,8 +702,8 @@ def check_invalid(backend: Any, compiled: Compiled, spec: SpecRef, vocab: Any, d
             reference_verdict=f"invalid: {why}",
             message=f"lets the invalid output {data[:200]!r} finish"
             + ("" if reference_compiled else " (the reference refuses this spec: the backend should refuse or enforce it)"),
-            certificate={"completion": data, "completion_ids": list(ids), "invalid_instance": data,
-                         "validator_error": why},  # fmt: skip
+            certificate={"completion": data, "completion_ids": list(ids), "invalid_ids": list(ids),
+                         "invalid_text": data, "validator_error": why},  # fmt: skip
             walk="invalid-instance",
         )
     ]
