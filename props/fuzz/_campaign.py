@@ -306,7 +306,13 @@ def _run_local(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag) -> 
 
 
 # -- Ray ---------------------------------------------------------------------------------------------
+RAY_START_ALLOWANCE_S = 120.0  # how long a Ray task may take to start before the parent gives up on it
+
+
 def _ray_shard(spec: ShardSpec, messages: Any) -> int:
+    # The budget is fuzzing time, counted from when this task starts: a loaded cluster may take tens
+    # of seconds to start a worker and import maskcert, which must not eat the campaign.
+    spec = dataclasses.replace(spec, end_at=time.time() + spec.config.budget_s)
     run_shard(spec, messages.put, lambda: False)
     return spec.shard
 
@@ -330,7 +336,7 @@ def _run_ray(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag, addre
         task = ray.remote(num_cpus=1, max_retries=0)(_ray_shard)
         refs = [task.remote(s, messages) for s in specs]
         pending = list(refs)
-        end_at = specs[0].end_at + specs[0].grace_s
+        end_at = specs[0].end_at + specs[0].grace_s + RAY_START_ALLOWANCE_S
         cancelled_at: float | None = None
 
         def drain(timeout: float) -> None:
