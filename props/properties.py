@@ -25,6 +25,7 @@ from typing import Any
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
 from .corpus import Case, serializations, validate_output
@@ -213,7 +214,14 @@ def _from_schema(t: Target, data: st.DataObject) -> bytes | None:
     strategy = _schema_strategy(json.dumps(t.spec.source, sort_keys=True))
     if strategy is None:
         return None
-    instance = data.draw(strategy, label="instance")
+    try:
+        instance = data.draw(strategy, label="instance")
+    except Exception as e:  # noqa: BLE001 - see below
+        # hypothesis-jsonschema defers some refusals (recursive $ref) to draw time; Hypothesis's own
+        # exceptions (assume, invalid arguments) must still propagate.
+        if isinstance(e, HypothesisException):
+            raise
+        return None
     texts = serializations(instance, t.profile.json, t.spec.source)
     g = t.reference.grammar
     for text in texts[:2]:
