@@ -18,7 +18,8 @@ Theory of operation. For each vocabulary and each corpus case, :func:`certify_ca
 
 Findings are deduplicated (:func:`props.findings.dedupe`); the report (``report.json`` — schema in
 :mod:`props.report` — plus Markdown, HTML and one reproducer script per finding) is written by
-:meth:`Report.write`. ``Report.exit_code`` is 1 when a soundness, eos or crash finding exists.
+:meth:`Report.write`. ``Report.exit_code`` is 1 when a soundness, eos or crash finding exists, 3 when
+maskcert itself failed on some case (``internal_errors``: a bug to report; the other cases stand).
 
 A backend given by name runs in a worker subprocess (:class:`props.worker.WorkerBackend`) unless it
 is the reference, so that a hang or a segfault becomes a finding and the run goes on. ``workers > 1``
@@ -97,6 +98,7 @@ class CaseResult:
     self_check: list[str] = field(default_factory=list)
     declared: Counter[str] = field(default_factory=Counter)
     suppressed: Counter[str] = field(default_factory=Counter)
+    internal_error: str = ""
     seconds: float = 0.0
 
 
@@ -383,12 +385,25 @@ class Report:
         return write_report(self.data, out)
 
 
+def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> CaseResult:
+    """:func:`certify_case`, except that a bug in maskcert itself on one case is recorded (report
+    ``internal_errors``, exit code 3) instead of losing every result of the run."""
+    try:
+        return certify_case(backend, case, vocab, **kw)
+    except Exception as e:  # noqa: BLE001 - reported loudly, see above
+        import traceback
+
+        result = CaseResult(case.name, vocab.name, "internal_error")
+        result.internal_error = f"{case.name} / {vocab.name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+        return result
+
+
 def _shard(job: tuple[Any, dict[str, Any], bool | None, list[Case], list[Any], dict[str, Any]]) -> list[CaseResult]:
     """A worker process's share: its own backend, its (case, vocabulary) pairs."""
     backend_name, options, isolate, cases, vocabs, kw = job
     backend = resolve_backend(backend_name, options, isolate)
     try:
-        return [certify_case(backend, c, v, **kw) for c in cases for v in vocabs]
+        return [_guarded_case(backend, c, v, kw) for c in cases for v in vocabs]
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
@@ -453,7 +468,7 @@ def certify(
                 if deadline is not None and time.monotonic() > deadline:
                     complete = False
                     break
-                results.append(certify_case(instance, c, v, **kw))  # type: ignore[arg-type]
+                results.append(_guarded_case(instance, c, v, kw))
                 done += 1
                 if show:
                     n = sum(len(r.findings) for r in results)
@@ -531,6 +546,7 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
             "refused_by_reference": status["refused_by_reference"],
             "refused_by_both": status["refused_by_both"],
             "failed": status["failed"],
+            "internal_error": status["internal_error"],
         },
         "counts": counts,
         "findings": [f.to_json() for f in findings],
@@ -539,6 +555,8 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
         "suppressed_observations": dict(suppressed),
         "self_check": sorted({s for r in results for s in r.self_check}),
         "timings": timings,
-        "exit_code": 1 if any(f.invariant in FAILING for f in findings) else 0,
+        "internal_errors": [r.internal_error for r in results if r.internal_error],
+        "exit_code": 3 if any(r.internal_error for r in results)
+        else 1 if any(f.invariant in FAILING for f in findings) else 0,
     }
     return Report(data, findings, {v.fingerprint: v for v in vocabs}, {})

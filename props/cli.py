@@ -1,7 +1,7 @@
 """The ``maskcert`` command line. Thin: it parses arguments, calls library code, prints, exits.
 
 Exit codes: 0 success (no failing finding), 1 findings / violations / refusal, 2 usage error or a
-missing optional dependency.
+missing optional dependency, 3 (certify) maskcert itself failed on some case: a bug in maskcert.
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ def _cmd_certify(args: argparse.Namespace) -> int:
           f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
           f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}")  # fmt: skip
     print(f"findings: {summary}")
+    for err in d["internal_errors"]:
+        print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
     if d["self_check"]:
         print(f"reference self-check notes: {len(d['self_check'])} (see the report)")
     print(f"report: {Path(args.out) / 'report.md'}")

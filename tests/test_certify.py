@@ -129,3 +129,23 @@ def test_cli_writes_the_report_and_exits_by_severity(tmp_path: Path) -> None:
     code = main(["certify", "--tokenizer", "byte", "--regex", "[ab]{1,3}", "--examples", "1",
                  "--out", str(tmp_path / "clean")])  # fmt: skip
     assert code == 0
+
+
+def test_a_maskcert_bug_on_one_case_is_reported_and_the_rest_stands(
+    tmp_path: Path, byte: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import props.certification as pc
+
+    real = pc.certify_case
+
+    def broken_on_choices(backend: object, case: Case, vocab: object, **kw: object) -> pc.CaseResult:
+        if case.name == "choices":
+            raise KeyError("a bug in maskcert")
+        return real(backend, case, vocab, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pc, "certify_case", broken_on_choices)
+    report = certify(TOYS["eos"][0], tokenizers=[byte], corpus=(), cases=SMALL[:2], examples=1, out=tmp_path)
+    assert report.exit_code == 3
+    assert len(report.data["internal_errors"]) == 1 and "a bug in maskcert" in report.data["internal_errors"][0]
+    assert {f.spec.name for f in report.findings} == {"prefixes"}
+    assert load_report(tmp_path / "report.json")["exit_code"] == 3
