@@ -30,8 +30,10 @@ never allowed. Each check increments ``Target.checks[invariant]`` (the report's 
 
 from __future__ import annotations
 
+import base64
 import random
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -744,6 +746,21 @@ def _serving_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[
                      walk="serving")  # fmt: skip
 
 
+def mask_json(bits: np.ndarray) -> dict[str, Any]:
+    """A mask in a certificate: the packed bitmask (xgrammar's int32 layout, little-endian bytes),
+    zlib-compressed and base64-encoded, so a reproducer can compare whole masks exactly."""
+    words = np.packbits(bits, bitorder="little").tobytes()
+    return {"bitmask_zlib_b64": base64.b64encode(zlib.compress(words, 9)).decode("ascii"),
+            "allowed_count": int(bits.sum()), "size": int(len(bits))}  # fmt: skip
+
+
+def _mask_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[Any]], got: np.ndarray,
+                  want: np.ndarray, meaning: str, message: str) -> Finding:  # fmt: skip
+    f = _serving_finding(t, inv, prefix, ops, mask_json(got), mask_json(want), message)
+    cert = {**f.certificate, "difference": _diff_summary(got, want), "expected_meaning": meaning}
+    return f.with_(certificate=cert, backend_verdict=str(_diff_summary(got, want))[:200], reference_verdict=meaning)
+
+
 def _diff_summary(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
     extra = np.flatnonzero(got & ~want)
     missing = np.flatnonzero(want & ~got)
@@ -765,7 +782,7 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[
     t.checks["fork"] += 1
     ops = ops_to[:k] + [["mask"], ["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["switch", 0], ["mask"]]
     if not np.array_equal(before, after):
-        return [_serving_finding(t, "fork", ids[:k], ops, _diff_summary(after, before), "the parent's mask unchanged",
+        return [_mask_finding(t, "fork", ids[:k], ops, after, before, "the parent's mask unchanged",
                                  f"advancing a fork by {len(steps)} tokens changed its parent's mask")]  # fmt: skip
     # The fork must behave like a fresh matcher given the same tokens (differences from the *ideal*
     # mask are the mask comparisons' business, not fork isolation's).
@@ -776,7 +793,7 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[
     want = t.backend_mask(fresh)
     if not np.array_equal(child_bits, want):
         ops = ops_to[:k] + [["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["mask"]]
-        return [_serving_finding(t, "fork", [*ids[:k], *steps], ops, _diff_summary(child_bits, want),
+        return [_mask_finding(t, "fork", [*ids[:k], *steps], ops, child_bits, want,
                                  "the mask of a fresh matcher given the same tokens",
                                  "a fork's mask differs from a fresh matcher's after the same tokens")]  # fmt: skip
     return []
@@ -796,7 +813,7 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> l
         got = t.backend_mask(m)
         ops = ops_to + [["rollback", j], ["mask"]]
         if not np.array_equal(got, masks[n - j]):
-            found.append(_serving_finding(t, "rollback", ids[: n - j], ops, _diff_summary(got, masks[n - j]),
+            found.append(_mask_finding(t, "rollback", ids[: n - j], ops, got, masks[n - j],
                                           "the mask of a fresh replay", f"rollback({j}) after {n} tokens does not "
                                           "restore the mask of the shorter prefix"))  # fmt: skip
             return found
@@ -812,7 +829,7 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> l
             got = t.backend_mask(m)
             ops = ops_to + [["accept", eos], ["rollback", 1], ["mask"]]
             if not np.array_equal(got, masks[n]):
-                found.append(_serving_finding(t, "rollback", ids, ops, _diff_summary(got, masks[n]),
+                found.append(_mask_finding(t, "rollback", ids, ops, got, masks[n],
                                               "the mask before EOS", "rollback(1) after EOS does not restore the "
                                               "state before EOS"))  # fmt: skip
     return found
@@ -843,7 +860,7 @@ def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -
             found.append(_serving_finding(t, "speculative", ids[:k], ops, got, want,
                                           f"validate({draft}) accepts {got} draft tokens, the grammar {want}"))  # fmt: skip
         elif not np.array_equal(before, after):
-            found.append(_serving_finding(t, "speculative", ids[:k], ops + [["mask"]], _diff_summary(after, before),
+            found.append(_mask_finding(t, "speculative", ids[:k], ops + [["mask"]], after, before,
                                           "unchanged mask", "validate() changed the matcher's state"))  # fmt: skip
     return found
 
@@ -883,7 +900,7 @@ def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -
                 continue
             mo = t.backend_mask(other)
             if not np.array_equal(ma, mo):
-                return [_serving_finding(t, "determinism", ids[:k], ops_to[:k] + [["mask"]], _diff_summary(mo, ma),
+                return [_mask_finding(t, "determinism", ids[:k], ops_to[:k] + [["mask"]], mo, ma,
                                          "the first matcher's mask", f"{name} has a different mask after {k} tokens "
                                          "(interleaved with the first)")]  # fmt: skip
         if i is None:

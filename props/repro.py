@@ -1092,7 +1092,13 @@ def normalize(kind, value):
     if value is None:
         return None
     if kind == "mask":
-        if isinstance(value, dict):
+        if isinstance(value, dict) and "bitmask_zlib_b64" in value:
+            import base64
+            import zlib
+
+            bits = zlib.decompress(base64.b64decode(value["bitmask_zlib_b64"]))
+            value = [i for i in range(int(value["size"])) if bits[i // 8] >> (i % 8) & 1]
+        elif isinstance(value, dict):
             value = value.get("allowed", value.get("allowed_ids"))
         return sorted(set(int(t) for t in value)) if isinstance(value, list) else value
     if kind == "forced_bytes":

@@ -149,3 +149,15 @@ def test_a_maskcert_bug_on_one_case_is_reported_and_the_rest_stands(
     assert len(report.data["internal_errors"]) == 1 and "a bug in maskcert" in report.data["internal_errors"][0]
     assert {f.spec.name for f in report.findings} == {"prefixes"}
     assert load_report(tmp_path / "report.json")["exit_code"] == 3
+
+
+def test_a_serving_defect_reproduces_with_whole_masks(tmp_path: Path, byte: tm.Vocabulary) -> None:
+    """llguidance's rollback across EOS also undoes a text token: the certificate records both whole
+    masks, and the reproducer recomputes the backend's and finds exactly the recorded one."""
+    pytest.importorskip("llguidance")
+    case = Case(SpecRef("regex", "a|ab", "a-or-ab", "test"), valid=("ab",))
+    report = certify("llguidance", tokenizers=[byte], corpus=(), cases=[case], examples=0, out=tmp_path)
+    hits = [f for f in report.findings if f.invariant == "rollback"]
+    assert hits, [f.message for f in report.findings]
+    run = subprocess.run([sys.executable, str(tmp_path / hits[0].repro)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "(as recorded)" in run.stdout, run.stdout + run.stderr
