@@ -215,7 +215,7 @@ def test_sigterm_keeps_every_finding(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'maskcert[ray]')")
 def test_ray_campaign_end_to_end(tmp_path):
-    result = run_campaign(toy_config(tmp_path, cluster="local", workers=2, budget_s=8.0))
+    result = run_campaign(toy_config(tmp_path, cluster="local", workers=2, budget_s=20.0))
     assert not result.errors, result.errors
     assert result.shards_done == 2
     assert defects(result.findings) == TOY_DEFECTS
