@@ -33,7 +33,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +62,7 @@ from .invariants import (
     check_walk,
     prepare,
     profile_spec_ref,
+    weighted_picker,
 )
 from .properties import (
     SEGMENTATIONS,
@@ -221,19 +222,13 @@ def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples
         result.findings += check_invalid(t.backend, t.compiled, t.spec, t.vocab, bad, why, True)
     if out_of_time():
         return
-    result.findings += adversarial_walk(t, _picker(rng), max_steps=32)
+    result.findings += adversarial_walk(t, weighted_picker(rng), max_steps=32)
     one = [(t, case)]
     result.findings += _run_search(valid_walk_property(one, f"valid-walks/{t.spec.name}"), examples, seed, t)
     result.findings += _run_search(adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t)
     if out_of_time():
         return
     result.findings += _run_search(Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t)
-
-
-def _picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
-    from .invariants import weighted_picker
-
-    return weighted_picker(rng)
 
 
 def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float) -> CaseResult:

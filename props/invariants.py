@@ -537,6 +537,15 @@ def compare_step(
         return found
     if b_eos != r_eos and t.first_time("eos", t.vocab.decode(prefix), b_eos) and t.may_certify("eos"):
         found.append(_eos(t, prefix, b_eos, walk))
+    elif b_eos == r_eos and bool(m.is_accepting()) != r.is_accepting() and t.first_time("accepting", len(prefix)):
+        # The mask's EOS bit is right but is_accepting() says otherwise: callers that stop on it are wrong.
+        said = bool(m.is_accepting())
+        found.append(t.finding("eos", prefix, backend_verdict=f"is_accepting() is {said}",
+                               reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
+                               message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
+                                       f"{'offers' if b_eos else 'masks'} EOS",
+                               certificate={"operations": [["accept", int(i)] for i in prefix] + [["accepting"]],
+                                            "observed": said, "expected": r.is_accepting()}, walk=walk))  # fmt: skip
     specials = bm & ~t.text
     specials[t.eos] = False
     extra = np.flatnonzero((b_text & ~r_text) | specials)

@@ -26,6 +26,7 @@ __all__ = [
     "ValidateOffByOne",
     "WrongJumpForward",
     "IgnoresUniqueItems",
+    "NeverAccepting",
     "TOYS",
 ]
 
@@ -213,6 +214,17 @@ class IgnoresUniqueItems(_Toy):
         if isinstance(spec, JsonSchema):
             spec = JsonSchema(_drop_unique(spec.schema), spec.profile)
         return super().compile(spec, vocabulary)
+
+
+class _NeverAccepting(_Wrapped):
+    def is_accepting(self) -> bool:
+        return False
+
+
+class NeverAccepting(_Toy):
+    """``is_accepting()`` is always False while the mask offers EOS correctly (eos)."""
+
+    matcher_class = _NeverAccepting
 
 
 TOYS: dict[str, tuple[type[_Toy], str]] = {

@@ -18,7 +18,7 @@ from props.corpus import Case, load_corpus, validate_output
 from props.findings import FAILING, Finding, SpecRef
 from props.report import load_report
 
-from ._toys import TOYS
+from ._toys import TOYS, NeverAccepting
 
 SMALL = [
     Case(SpecRef("regex", "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
@@ -161,3 +161,9 @@ def test_a_serving_defect_reproduces_with_whole_masks(tmp_path: Path, byte: tm.V
     assert hits, [f.message for f in report.findings]
     run = subprocess.run([sys.executable, str(tmp_path / hits[0].repro)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "(as recorded)" in run.stdout, run.stdout + run.stderr
+
+
+def test_is_accepting_is_checked_against_the_reference(byte: tm.Vocabulary) -> None:
+    report = certify(NeverAccepting, tokenizers=[byte], corpus=(), cases=SMALL[:1], examples=1)
+    hits = [f for f in report.findings if f.invariant == "eos" and "is_accepting()" in f.message]
+    assert hits and hits[0].certificate["expected"] is True, [f.message for f in report.findings]
