@@ -13,9 +13,10 @@ from refdecoder.errors import StateError
 
 from ..backend import Rejected
 
-__all__ = ["dist_version", "PerVocabulary", "reject_at_edge", "check_rollback"]
+__all__ = ["dist_version", "PerVocabulary", "NativeMatcher", "reject_at_edge", "check_rollback"]
 
 T = TypeVar("T")
+N = TypeVar("N")
 
 
 def dist_version(dist: str, fallback: str = "unknown") -> str:
@@ -63,3 +64,26 @@ def check_rollback(k: object, total: int) -> None:
     """``StateError`` unless ``0 <= k <= total`` (the tokens accepted so far, EOS included)."""
     if not isinstance(k, int) or k < 0 or k > total:
         raise StateError(f"rollback({k!r}): can undo between 0 and {total} tokens")
+
+
+class NativeMatcher(Generic[N]):
+    """What an adapter's matcher over a native matcher object holds: the compiled handle, the
+    backend's own matcher (``native``, for reproducers and tests) and the ids accepted so far;
+    ``state_prefix`` names the backend in state ids (``xgrammar@3``)."""
+
+    state_prefix = ""
+
+    def __init__(self, handle: Any, native: N, history: list[int]) -> None:
+        self._h = handle
+        self._m = native
+        self._ids = history
+
+    @property
+    def native(self) -> N:
+        return self._m
+
+    def accepted_ids(self) -> list[int]:
+        return list(self._ids)
+
+    def _state_id(self) -> str:
+        return f"{self.state_prefix}@{len(self._ids)}"

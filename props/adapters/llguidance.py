@@ -50,7 +50,7 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
-from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from ._common import NativeMatcher, PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
@@ -270,23 +270,10 @@ class LLGuidanceBackend:
         return LLGuidanceMatcher(h, native, [])
 
 
-class LLGuidanceMatcher:
+class LLGuidanceMatcher(NativeMatcher[llg.LLMatcher]):
     """One sequence on an ``llguidance.LLMatcher`` (see the module docstring)."""
 
-    def __init__(self, handle: _Handle, native: llg.LLMatcher, history: list[int]) -> None:
-        self._h = handle
-        self._m = native
-        self._ids = history
-
-    @property
-    def native(self) -> llg.LLMatcher:
-        return self._m
-
-    def accepted_ids(self) -> list[int]:
-        return list(self._ids)
-
-    def _state_id(self) -> str:
-        return f"llguidance@{len(self._ids)}"
+    state_prefix = "llguidance"
 
     def _check(self, operation: str) -> None:
         if self._m.is_error():

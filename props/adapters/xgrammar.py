@@ -44,7 +44,7 @@ from ..backend import (
     Rejected,
     TokenOutcome,
 )
-from ._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from ._common import NativeMatcher, PerVocabulary, check_rollback, dist_version, reject_at_edge
 
 __all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile"]
 
@@ -238,24 +238,10 @@ class XGrammarBackend:
         return XGrammarMatcher(handle, xgr.GrammarMatcher(handle.grammar), [])
 
 
-class XGrammarMatcher:
+class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
     """One sequence on an ``xgrammar.GrammarMatcher`` (see the module docstring)."""
 
-    def __init__(self, handle: _Handle, native: xgr.GrammarMatcher, history: list[int]) -> None:
-        self._h = handle
-        self._m = native
-        self._ids = history
-
-    @property
-    def native(self) -> xgr.GrammarMatcher:
-        """The wrapped ``xgrammar.GrammarMatcher`` (for reproducers and tests)."""
-        return self._m
-
-    def accepted_ids(self) -> list[int]:
-        return list(self._ids)
-
-    def _state_id(self) -> str:
-        return f"xgrammar@{len(self._ids)}"
+    state_prefix = "xgrammar"
 
     def mask(self) -> np.ndarray:
         out = np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
