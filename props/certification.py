@@ -76,7 +76,7 @@ from .properties import (
 from .stateful import machine_for
 from .witness import shortest_completion
 
-__all__ = ["certify", "certify_case", "CaseResult", "Report", "CertifyError", "declared_restrictions", "resolve_backend"]
+__all__ = ["certify", "certify_case", "load_vocabularies", "CaseResult", "Report", "CertifyError", "declared_restrictions", "resolve_backend"]
 
 VERSION = "0.1.0"
 
@@ -303,31 +303,15 @@ def declared_restrictions(profile: DeclaredProfile) -> list[dict[str, Any]]:
     return out
 
 
-def _vocabularies(tokenizers: Sequence[Any]) -> list[Any]:
+def load_vocabularies(tokenizers: Sequence[Any]) -> list[Any]:
+    """Vocabularies from matrix names, tokenizer files or ready ``Vocabulary`` values."""
     import tokenizers_matrix as tm
 
-    out = []
-    for tok in tokenizers:
-        if not isinstance(tok, str):
-            out.append(tok)
-            continue
-        if tok in tm.names("full"):
-            reason = tm.unavailable(tok)
-            if reason:
-                raise CertifyError(f"tokenizer {tok!r} is not available here: {reason}")
-            out.append(tm.get(tok))
-        elif Path(tok).exists():
-            out.append(tm.load(tok))
-        else:
-            raise CertifyError(f"tokenizer {tok!r}: expected a matrix name ({', '.join(tm.names('full'))}) "
-                               "or a tokenizer file (tokenizer.json, SentencePiece .model, tiktoken ranks)")  # fmt: skip
-    return out
+    return [tm.resolve(tok) if isinstance(tok, str) else tok for tok in tokenizers]
 
 
 def _cases(corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequence[str],
            gbnfs: Sequence[str | Path]) -> tuple[list[Case], list[dict[str, Any]]]:  # fmt: skip
-    import json
-
     cases: list[Case] = []
     described: list[dict[str, Any]] = []
     for name in corpus:
@@ -336,14 +320,10 @@ def _cases(corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequen
         described.append({"name": str(name), "specs": len(loaded)})
     extra: list[Case] = []
     for path in schemas:
-        try:
-            schema = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise CertifyError(f"--schema {path}: expected a readable JSON Schema file ({e})") from e
-        extra.append(Case(SpecRef("json_schema", schema, Path(path).name, "cli")))
+        extra += load_corpus(path)  # a schema file (or one with instances), as the corpus reads it
     for pattern in regexes:
         extra.append(Case(SpecRef("regex", pattern, f"regex:{pattern[:40]}", "cli")))
-    for path in gbnfs:
+    for path in gbnfs:  # any suffix (.gbnf, .ebnf, ...), unlike a corpus path
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
@@ -436,7 +416,7 @@ def certify(
 
     started = time.monotonic()
     deadline = started + budget_s if budget_s is not None else None
-    vocabs = _vocabularies(tokenizers)
+    vocabs = load_vocabularies(tokenizers)
     loaded, described = _cases(corpus, schemas, regexes, gbnfs)
     if cases:
         described.append({"name": "given", "specs": len(cases)})

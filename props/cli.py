@@ -64,6 +64,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     from props.adapters import BackendUnavailable
     from props.certification import CertifyError, certify
     from props.corpus import CorpusError
+    from refdecoder.errors import VocabularyError
 
     options: dict[str, object] = {}
     for item in args.option or []:
@@ -92,7 +93,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             isolate=False if args.in_process else None,
             out=args.out,
         )
-    except (BackendUnavailable, CertifyError, CorpusError) as e:
+    except (BackendUnavailable, CertifyError, CorpusError, VocabularyError) as e:
         print(f"maskcert certify: {e}", file=sys.stderr)
         return 2
     d = report.data

@@ -128,10 +128,8 @@ class Target:
         v = self.vocab
         self.size = len(v)
         self.eos = np.array(sorted(v.eos_ids), dtype=np.int64)
-        text = np.zeros(self.size, dtype=bool)
-        for i, b in enumerate(v.token_bytes):
-            text[i] = b is not None
-        self.text = text
+        self.text = np.zeros(self.size, dtype=bool)
+        self.text[list(v.text_ids)] = True  # the vocabulary caches its text ids
         self.timings["backend_compile_ms"].append(self.compiled.compile_ms)
 
     # -- building findings ------------------------------------------------------------------------

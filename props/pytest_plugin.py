@@ -81,7 +81,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     backend = config.getoption("--maskcert-backend")
     if not backend:
         return
-    from props.certification import _vocabularies
+    from props.certification import load_vocabularies
     from props.corpus import load_corpus
 
     options = {
@@ -89,7 +89,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         "examples": config.getoption("--maskcert-examples"),
         "in_process": config.getoption("--maskcert-in-process"),
     }
-    vocabs = _vocabularies(config.getoption("--maskcert-tokenizer") or ["bpe"])
+    vocabs = load_vocabularies(config.getoption("--maskcert-tokenizer") or ["bpe"])
     cases = [c for name in (config.getoption("--maskcert-corpus") or ["builtin"]) for c in load_corpus(name)]
     state: dict[str, Any] = {"options": options}
     for case in cases:

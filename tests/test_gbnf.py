@@ -19,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import refdecoder
+from props.witness import breadth_first_completion as shortest_completion
 from refdecoder import Gbnf, Grammar, LimitExceeded, Limits, MaskcertError, SpecError, Unsupported
 from refdecoder._gbnf import compile_gbnf_network
 from refdecoder._gbnf_check import gbnf_accepts, gbnf_generate, gbnf_viable_bytes
 
-from ._complete import breadth_first_completion as shortest_completion
 from ._data import ratchet, shared_data
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import refdecoder
+from props.witness import shortest_completion
 from refdecoder import JsonProfile, JsonSchema, LimitExceeded, SpecError, Unsupported
 
-from ._complete import shortest_completion
 from ._data import serializations
 
 DUPS = JsonProfile(allow_duplicate_keys=True)

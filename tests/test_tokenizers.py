@@ -750,3 +750,10 @@ def test_unwritable_cache_falls_back_to_a_temporary_folder(
     monkeypatch.setenv("MASKCERT_CACHE", str(blocker))
     assert tm.train_bpe(vocab_size=300) is not None
     assert blocker.read_text() == "not a folder"
+
+
+def test_resolve_takes_matrix_names_and_files_and_names_what_it_expected(tmp_path: Path) -> None:
+    assert tm.resolve("byte") == tm.byte_vocabulary()
+    with pytest.raises(VocabularyError) as info:
+        tm.resolve(str(tmp_path / "missing.json"))
+    assert "a matrix name" in info.value.expected and "tokenizer file" in info.value.expected

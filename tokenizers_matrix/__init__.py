@@ -16,6 +16,7 @@ from ._matrix import (
     get,
     matrix,
     names,
+    resolve,
     shared_data_dir,
     unavailable,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "entries",
     "names",
     "get",
+    "resolve",
     "unavailable",
     "shared_data_dir",
     "describe_matrix",

@@ -170,6 +170,19 @@ def get(name: str) -> Vocabulary:
     return entry.build()
 
 
+def resolve(name_or_path: str) -> Vocabulary:
+    """A matrix vocabulary by name, else a tokenizer file by path (what every command line takes)."""
+    if name_or_path in _BY_NAME:
+        return get(name_or_path)
+    path = Path(name_or_path)
+    if path.exists():
+        from ._load import load
+
+        return load(path)
+    raise VocabularyError(name_or_path, f"a matrix name ({', '.join(sorted(_BY_NAME))}) or a tokenizer file "
+                          "(tokenizer.json, SentencePiece .model, tiktoken ranks)")  # fmt: skip
+
+
 def matrix(level: Level = "ci") -> list[Vocabulary]:
     """The vocabularies of ``level`` that are available here, in matrix order."""
     return [get(e.name) for e in entries(level) if e.unavailable() is None]

@@ -65,7 +65,7 @@ def summarize(ms: Sequence[float]) -> dict[str, float]:
 def _load_vocabulary(ref: str) -> Any:
     import tokenizers_matrix
 
-    return tokenizers_matrix.load(ref) if Path(ref).exists() else tokenizers_matrix.get(ref)
+    return tokenizers_matrix.resolve(ref)
 
 
 def _compile_one(backend: Any, vocab: Any, schema: Any, profile: Any) -> tuple[Any, ...]:

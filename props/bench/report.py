@@ -331,7 +331,7 @@ def run_part(
         folder = find_schemas(schemas)
         out = {}
         for name in tokenizers:
-            vocab = tokenizers_matrix.load(name) if Path(name).exists() else tokenizers_matrix.get(name)
+            vocab = tokenizers_matrix.resolve(name)
             out[vocab.name] = run_mask_bench(vocab, folder, limit=opts["limit"], time_budget_s=opts["budget"])
         return out
     if part == "compile":

@@ -66,23 +66,14 @@ class TargetContext:
     def vocabularies(self, default: tuple[str, ...] = ("byte", "bpe")) -> list[Any]:
         names = self.tokenizers or default
         if names not in self._vocabularies:
-            from pathlib import Path
-
             import tokenizers_matrix
 
-            self._vocabularies[names] = [
-                tokenizers_matrix.load(n) if Path(n).exists() else tokenizers_matrix.get(n) for n in names
-            ]
+            self._vocabularies[names] = [tokenizers_matrix.resolve(n) for n in names]
         return self._vocabularies[names]
 
     def load_backend(self) -> Any:
         if self._backend is None:
-            if self.isolate:
-                from props.worker import WorkerBackend
+            from props.certification import resolve_backend
 
-                self._backend = WorkerBackend(self.backend)
-            else:
-                from props.adapters import load_backend
-
-                self._backend = load_backend(self.backend)
+            self._backend = resolve_backend(self.backend, isolate=self.isolate)
         return self._backend
