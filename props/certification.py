@@ -102,6 +102,9 @@ class CaseResult:
     suppressed: Counter[str] = field(default_factory=Counter)
     internal_error: str = ""
     seconds: float = 0.0
+    # Instances walked by "valid|invalid/source", and why a source produced none (Target.instances).
+    instances: Counter[str] = field(default_factory=Counter)
+    instance_notes: list[str] = field(default_factory=list)
 
 
 def _search_settings(examples: int, steps: int = 12) -> settings:
@@ -189,6 +192,8 @@ def certify_case(
     result.self_check = t.self_check
     result.declared = t.declared
     result.suppressed = t.suppressed
+    result.instances = t.instances
+    result.instance_notes = sorted(t.instance_notes)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -200,9 +205,11 @@ def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples
 
     t.checks["crash"] += 1
     data = valid_strings(t, case, limit=strings)
+    t.instances["valid/corpus"] += len(data)
     gen = _generated(t, rng)
     if gen is not None and gen not in data:
         data.append(gen)
+        t.instances["valid/reference"] += 1
     serving_done = False
     for text in data:
         seen: set[tuple[int, ...]] = set()
@@ -219,6 +226,7 @@ def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples
             return
     for bad, why in invalid_strings(t.spec, case):
         t.checks["soundness"] += 1
+        t.instances["invalid/corpus"] += 1
         result.findings += check_invalid(t.backend, t.compiled, t.spec, t.vocab, bad, why, True)
     if out_of_time():
         return
@@ -244,6 +252,7 @@ def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float
         spec = profile_spec_ref(case.spec, backend.profile)
         for bad, why in invalid_strings(spec, case):
             result.checks["refusal"] += 1
+            result.instances["invalid/corpus"] += 1
             try:
                 result.findings += check_invalid(backend, nc.backend_compiled, spec, vocab, bad, why, False)
             except BackendFault as e:  # pragma: no cover - check_invalid converts faults itself
@@ -465,6 +474,19 @@ def certify(
     return report
 
 
+def _instances(results: list[CaseResult]) -> dict[str, Any]:
+    """report.json ``instances``: totals by source, then per spec and tokenizer the counts and why a
+    source produced none, so a source that silently stopped producing is visible."""
+    total: Counter[str] = Counter()
+    per_spec: list[dict[str, Any]] = []
+    for r in results:
+        total.update(r.instances)
+        if r.status in ("checked", "refused_by_reference", "failed") or r.instances:
+            per_spec.append({"spec": r.spec, "tokenizer": r.tokenizer, "counts": dict(sorted(r.instances.items())),
+                             "notes": r.instance_notes})  # fmt: skip
+    return {"total": dict(sorted(total.items())), "per_spec": per_spec}
+
+
 def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], results: list[CaseResult],
               budget_s: float | None, seed: int, elapsed: float, complete: bool) -> Report:  # fmt: skip
     from .report import histogram
@@ -533,6 +555,7 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
         "suppressed_observations": dict(suppressed),
         "self_check": sorted({s for r in results for s in r.self_check}),
         "timings": timings,
+        "instances": _instances(results),
         "internal_errors": [r.internal_error for r in results if r.internal_error],
         "exit_code": 3 if any(r.internal_error for r in results)
         else 1 if any(f.invariant in FAILING for f in findings) else 0,

@@ -172,6 +172,25 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """Versions of everything maskcert depends on and, for each known incompatibility, whether it
+    applies here (its probe runs for real). Exit 1 with ``--strict`` when one applies."""
+    from props.compat import dependency_versions, diagnose, format_doctor
+
+    versions = dependency_versions()
+    diagnoses = diagnose(versions)
+    if args.json:
+        print(json.dumps({"dependencies": versions,
+                          "incompatibilities": [{"id": d.incompatibility.id, "applies": d.applies,
+                                                 "in_known_range": d.in_range, "probe_error": d.probe_error,
+                                                 "summary": d.incompatibility.summary,
+                                                 "workaround": d.incompatibility.workaround}
+                                                for d in diagnoses]}, indent=1))  # fmt: skip
+    else:
+        print(format_doctor(versions, diagnoses))
+    return 1 if args.strict and any(d.applies for d in diagnoses) else 0
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from serving_sim import cli_simulate
 
@@ -249,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
     ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
     ce.set_defaults(func=_cmd_certify)
+
+    d = sub.add_parser("doctor", help="dependency versions and whether each known incompatibility applies here")
+    d.add_argument("--strict", action="store_true", help="exit 1 when a known incompatibility applies")
+    d.add_argument("--json", action="store_true", help="print JSON instead of text")
+    d.set_defaults(func=_cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
     b.add_argument("what", choices=["all", "masks", "compile", "sampler", "serving"], nargs="?", default="all",

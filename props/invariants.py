@@ -123,6 +123,10 @@ class Target:
     certified: Counter[str] = field(default_factory=Counter)
     suppressed: Counter[str] = field(default_factory=Counter)
     _seen: set[tuple[Any, ...]] = field(default_factory=set)
+    # Instances walked, by "valid|invalid/source" (corpus, reference, hypothesis-jsonschema, ...), and
+    # why a source gave none: the report shows both, so a source that stops producing is seen.
+    instances: Counter[str] = field(default_factory=Counter)
+    instance_notes: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         v = self.vocab

@@ -53,9 +53,17 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
     (:data:`HISTOGRAM_EDGES_MS`), ``counts[i]`` the samples in ``[edges[i], edges[i+1])`` (samples
     outside the range count in the first or last bin), ``p50``/``p99`` nearest-rank percentiles of
     the samples, ``n`` their number (0 with all values 0 when there were none).
+``instances`` (object, optional in older reports)
+    ``{"total": {"valid|invalid/SOURCE": int}, "per_spec": [{"spec", "tokenizer", "counts":
+    {"valid|invalid/SOURCE": int}, "notes": [str]}]}``: the instances walked, by where they came from
+    (``corpus``; ``reference``: a string the reference generated; ``hypothesis-jsonschema``, and
+    ``hypothesis-jsonschema-unused`` for its draws outside the profile's language), and why a source
+    gave none (e.g. hypothesis-jsonschema's documented refusal of a recursive ``$ref``).
+``internal_errors`` (array of str, optional in older reports)
+    maskcert's own failures, one per (spec, tokenizer): a bug or a broken dependency, never a finding.
 ``exit_code`` (int)
     0: no finding of a failing invariant (soundness, eos, crash); 1: at least one; 2: usage error
-    or backend unavailable.
+    or backend unavailable; 3: maskcert itself failed on some case (``internal_errors``).
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ from .findings import FAILING, INVARIANTS, REPORT_SCHEMA_VERSION, SEVERITY_RANK,
 
 __all__ = [
     "REPORT_FIELDS",
+    "OPTIONAL_FIELDS",
     "HISTOGRAM_EDGES_MS",
     "ReportError",
     "histogram",
@@ -99,7 +108,12 @@ REPORT_FIELDS: dict[str, str] = {
     "findings": "array: Finding.to_json() objects",
     "refusals": "array: spec, tokenizer, side, reason",
     "timings": "object: tokenizer -> backend_mask_ms / reference_mask_ms / backend_compile_ms histograms",
-    "exit_code": "int: 0 pass, 1 failing findings, 2 usage error",
+    "exit_code": "int: 0 pass, 1 failing findings, 2 usage error, 3 internal error",
+}
+#: Fields later versions added; a report without them still loads.
+OPTIONAL_FIELDS: dict[str, str] = {
+    "instances": "object: instances walked by source, total and per spec",
+    "internal_errors": "array of str: maskcert's own failures (exit code 3)",
 }
 
 _SPEC_COUNTS = ("total", "checked", "refused_by_backend", "refused_by_reference", "refused_by_both")
@@ -296,6 +310,8 @@ def _exit_meaning(code: int) -> str:
         return f"findings of failing invariants ({', '.join(sorted(FAILING))}): certification fails"
     if code == 2:
         return "usage error or backend unavailable"
+    if code == 3:
+        return "maskcert itself failed on some cases (see Internal errors): those cases are not certified"
     return "unknown exit code"
 
 
@@ -518,6 +534,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         out.append("None.")
     out.append("")
 
+    errors = report.get("internal_errors") or []
+    if errors:
+        out += ["## Internal errors", "",
+                f"maskcert itself failed on {len(errors)} case(s): a bug or a broken dependency, not the backend's "
+                "defect. These cases were not certified.", ""]  # fmt: skip
+        out += [_fence(_cut(str(e), 1500)) for e in errors]
+        out.append("")
+    header, rows_i = _instance_table(report)
+    out += ["## Instances walked", "", _INSTANCES_NOTE, ""]
+    out.append(_md_table(header, [[_md(c) for c in row] for row in rows_i]) if rows_i else "None recorded.")
+    out.append("")
+
     out += ["## Mask-time statistics", "", "Milliseconds per mask (compile: per spec).", ""]
     rows_t = _timing_rows(report)
     if rows_t:
@@ -530,6 +558,27 @@ def render_markdown(report: dict[str, Any]) -> str:
         out.append("No timings.")
     out.append("")
     return "\n".join(out)
+
+
+_INSTANCES_NOTE = (
+    "Valid and invalid instances walked through the backend, by source: `corpus`, `reference` (generated "
+    "by the reference), `hypothesis-jsonschema` (`-unused`: drawn outside the declared language). A spec "
+    "whose JSON Schema got no hypothesis-jsonschema instance shows why."
+)
+
+
+def _instance_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Rows for the instances section: the totals, then each spec/tokenizer with its counts and notes."""
+    inst = report.get("instances") or {}
+    per_spec = inst.get("per_spec") or []
+    sources = sorted({k for e in per_spec for k in (e.get("counts") or {})} | set(inst.get("total") or {}))
+    header = ["spec", "tokenizer", *sources, "notes"]
+    rows = [["(all)", "", *[str((inst.get("total") or {}).get(k, 0)) for k in sources], ""]] if sources else []
+    for e in per_spec:
+        counts = e.get("counts") or {}
+        rows.append([str(e.get("spec", "")), str(e.get("tokenizer", "")), *[str(counts.get(k, 0)) for k in sources],
+                     _cut("; ".join(e.get("notes") or []), 300)])  # fmt: skip
+    return header, rows
 
 
 def _anchor(fid: Any) -> str:
@@ -700,6 +749,17 @@ def render_html(report: dict[str, Any]) -> str:
         ))  # fmt: skip
     else:
         p.append("<p>None.</p>")
+
+    errors = report.get("internal_errors") or []
+    if errors:
+        p.append("<h2>Internal errors</h2>")
+        p.append(f'<div class="banner fail">maskcert itself failed on {len(errors)} case(s): a bug or a broken '
+                 "dependency, not the backend's defect. These cases were not certified.</div>")  # fmt: skip
+        p += [f"<pre>{_h(_cut(str(e), 1500))}</pre>" for e in errors]
+    header, rows_i = _instance_table(report)
+    p.append("<h2>Instances walked</h2>")
+    p.append(f'<p class="note">{_h(_INSTANCES_NOTE)}</p>')
+    p.append(_html_table(header, rows_i) if rows_i else "<p>None recorded.</p>")
 
     p.append("<h2>Mask-time statistics</h2>")
     rows_t = _timing_rows(report)
