@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[dev,backends]'
 out="${MASKCERT_BENCH_OUT:-bench-results}"
 mkdir -p "$out"
-python3 -m props.cli bench all --json "$out/bench.json" --md "$out/bench.md" "$@"
+python3 -m maskcert.cli bench all --json "$out/bench.json" --md "$out/bench.md" "$@"
 if [ "${MASKCERT_BENCH_PYTEST:-1}" != "0" ]; then
     python3 -m pytest -q tests/bench_*.py --benchmark-only --benchmark-json "$out/pytest-benchmark.json"
 fi

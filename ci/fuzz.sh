@@ -16,13 +16,13 @@ status=0
 run() {  # run NAME ARGS...: one campaign into $OUT/NAME, sharing the database
     local name="$1"; shift
     echo "== maskcert fuzz $name ($BUDGET)"
-    python3 -m props.cli fuzz "$@" --budget "$BUDGET" --workers "$WORKERS" --db "$DB" --out "$OUT/$name"
+    python3 -m maskcert.cli fuzz "$@" --budget "$BUDGET" --workers "$WORKERS" --db "$DB" --out "$OUT/$name"
     local rc=$?
     if [ "$rc" -ne 0 ]; then echo "== $name: exit $rc"; status=1; fi
 }
 run reference --target reference
 for backend in xgrammar llguidance outlines-core lm-format-enforcer; do
-    if python3 -c "from props.adapters import load_backend; load_backend('$backend')" 2>/dev/null; then
+    if python3 -c "from props.backends import load_backend; load_backend('$backend')" 2>/dev/null; then
         run "invariants-$backend" --target invariants --backend "$backend"
     else
         echo "== $backend: not installed, skipped"

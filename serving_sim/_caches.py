@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from props.backend import Compiled, Refused
+from props.contract.backend import Compiled, Refused
 from refdecoder import MaskcertError, Spec, SpecError
 
 from ._errors import SnapshotMismatch

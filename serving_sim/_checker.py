@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 import refdecoder
-from props.backend import Compiled
+from props.contract.backend import Compiled
 from refdecoder import Accepted, Choice, Gbnf, JsonSchema, Matcher, Regex, Spec, TokenGrammar
 from refdecoder._tokens import unpack_mask
 

@@ -30,7 +30,7 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
 
 def cli_simulate(args: argparse.Namespace | Mapping[str, Any]) -> int:
     """Run ``maskcert simulate`` with parsed arguments (a Namespace or a dict); print; return the exit code."""
-    from props.adapters import BackendUnavailable
+    from props.backends import BackendUnavailable
 
     from ._simulate import exit_code, format_report, run_simulation
 

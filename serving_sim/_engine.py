@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from props.backend import Refused as CompileRefused
+from props.contract.backend import Refused as CompileRefused
 from refdecoder import Accepted
 from refdecoder.errors import NoValidToken
 from refdecoder.sampler import SamplingParams, apply_token_bitmask, sample

@@ -96,7 +96,7 @@ def run_simulation(
     overrides ``backend_name`` with an adapter object. Deterministic by ``seed`` (wall-clock metrics
     aside).
     """
-    from props.adapters import load_backend
+    from props.backends import load_backend
 
     active = check_faults(([fault] if fault else []) + list(faults))
     adapter = backend if backend is not None else load_backend(backend_name)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from props.adapters.reference import ReferenceBackend
-from props.backend import Compiled, CompileOutcome
+from props.backends.reference import ReferenceBackend
+from props.contract.backend import Compiled, CompileOutcome
 from refdecoder import JsonSchema, Spec
 from refdecoder._tokens import pack_ids, unpack_mask
 

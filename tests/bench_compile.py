@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from props.adapters import BackendUnavailable, load_backend
-from props.backend import Compiled
-from props.bench.compile import DEFAULT_OPTIONS, format_table, run_compile_bench
+from maskcert.bench.compile import DEFAULT_OPTIONS, format_table, run_compile_bench
+from props.backends import BackendUnavailable, load_backend
+from props.contract.backend import Compiled
 from refdecoder import JsonProfile, JsonSchema
 
 tm = pytest.importorskip("tokenizers_matrix")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import refdecoder
-from props.bench.masks import format_table, run_mask_bench
+from maskcert.bench.masks import format_table, run_mask_bench
 from refdecoder._matcher import Matcher
 from refdecoder._tokens import TokenGrammar, TokenTrie
 

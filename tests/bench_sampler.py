@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from props.bench.sampler import DEFAULT_SAMPLE_PARAMS
+from maskcert.bench.sampler import DEFAULT_SAMPLE_PARAMS
 from refdecoder.sampler import apply_token_bitmask, sample
 
 SHAPES = [(1, 32000), (8, 32000), (64, 32000), (1, 128000), (8, 128000), (64, 128000)]

@@ -19,21 +19,21 @@ import numpy as np
 import pytest
 
 import tokenizers_matrix as tm
-from props.adapters import ADAPTERS, BackendUnavailable, load_backend
-from props.adapters.reference import ReferenceBackend
-from props.backend import Accepted, Backend, BackendMatcher, Compiled, Refused, Rejected
-from props.worker import WorkerBackend, WorkerCrashed, WorkerMemoryExceeded, WorkerTimeout
+from props.backends import ADAPTERS, BackendUnavailable, load_backend
+from props.backends.reference import ReferenceBackend
+from props.backends.worker import WorkerBackend, WorkerCrashed, WorkerMemoryExceeded, WorkerTimeout
+from props.contract.backend import Accepted, Backend, BackendMatcher, Compiled, Refused, Rejected
 from refdecoder import Choice, Gbnf, JsonSchema, Regex
 from refdecoder._tokens import num_words, pack_ids, unpack_mask
 
 THIRD_PARTY = ["xgrammar", "llguidance", "outlines-core", "lm-format-enforcer"]
 
 if TYPE_CHECKING:  # the mypy-level half of the typing test: each adapter is assignable to the protocols
-    from props.adapters.llguidance import LLGuidanceBackend, LLGuidanceMatcher
-    from props.adapters.lmfe import LMFormatEnforcerBackend, LMFormatEnforcerMatcher
-    from props.adapters.outlines_core import OutlinesCoreBackend, OutlinesCoreMatcher
-    from props.adapters.xgrammar import XGrammarBackend, XGrammarMatcher
-    from props.worker import WorkerMatcher
+    from props.backends.llguidance import LLGuidanceBackend, LLGuidanceMatcher
+    from props.backends.lmfe import LMFormatEnforcerBackend, LMFormatEnforcerMatcher
+    from props.backends.outlines_core import OutlinesCoreBackend, OutlinesCoreMatcher
+    from props.backends.worker import WorkerMatcher
+    from props.backends.xgrammar import XGrammarBackend, XGrammarMatcher
 
     def _static_protocol_check(
         b1: XGrammarBackend,

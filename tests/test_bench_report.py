@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from props.bench.report import PARTS, format_markdown, gather
+from maskcert.bench.report import PARTS, format_markdown, gather
 
 
 def _summary(median: float) -> dict[str, float]:

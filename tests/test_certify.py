@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import props
+import maskcert
 import tokenizers_matrix as tm
-from props.certification import certify, declared_restrictions
-from props.cli import main
+from maskcert.certification import certify, declared_restrictions
+from maskcert.cli import main
+from props.contract.findings import FAILING, Finding, SpecRef
 from props.corpus import Case, load_corpus, validate_output
-from props.findings import FAILING, Finding, SpecRef
-from props.report import load_report
+from props.output.report import load_report
 
 from ._toys import TOYS, NeverAccepting
 
@@ -70,7 +70,7 @@ def test_reference_certifies_clean_on_the_builtin_corpus_slice() -> None:
 @pytest.mark.parametrize("invariant", sorted(TOYS))
 def test_each_broken_backend_is_caught_with_a_certificate(invariant: str, byte: tm.Vocabulary) -> None:
     cls, _ = TOYS[invariant]
-    report = props.certify(cls, tokenizers=[byte], corpus=(), cases=SMALL, examples=4, strings=2)
+    report = maskcert.certify(cls, tokenizers=[byte], corpus=(), cases=SMALL, examples=4, strings=2)
     found = {f.invariant for f in report.findings}
     assert invariant in found, (invariant, found, [f.message for f in report.findings][:5])
     _check_certificates(report.findings)
@@ -105,7 +105,7 @@ def test_a_real_defect_reproduces_standalone(tmp_path: Path, byte: tm.Vocabulary
 
 def test_declared_restrictions_are_listed_not_found() -> None:
     pytest.importorskip("xgrammar")
-    from props.adapters.xgrammar import declared_profile
+    from props.backends.xgrammar import declared_profile
 
     listed = {r["option"] for r in declared_restrictions(declared_profile())}
     assert {"property_order", "top_level_whitespace", "additional_properties_default"} <= listed
@@ -134,7 +134,7 @@ def test_cli_writes_the_report_and_exits_by_severity(tmp_path: Path) -> None:
 def test_a_maskcert_bug_on_one_case_is_reported_and_the_rest_stands(
     tmp_path: Path, byte: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import props.certification as pc
+    import maskcert.certification as pc
 
     real = pc.certify_case
 

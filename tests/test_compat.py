@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-import props.properties
+import props.checks.properties
 import tokenizers_matrix as tm
-from props.certification import certify
-from props.cli import main
-from props.compat import (
+from maskcert.certification import certify
+from maskcert.cli import main
+from maskcert.compat import (
     INCOMPATIBILITIES,
     DependencyError,
     Diagnosis,
@@ -26,8 +26,8 @@ from props.compat import (
     dependency_versions,
     diagnose,
 )
+from props.contract.findings import SpecRef
 from props.corpus import Case
-from props.findings import SpecRef
 
 OBJECT = Case(
     SpecRef("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
@@ -49,7 +49,7 @@ def byte() -> tm.Vocabulary:
 @pytest.fixture
 def fresh_strategies(monkeypatch: pytest.MonkeyPatch) -> None:
     """hypothesis-jsonschema strategies are cached per schema; each test starts without them."""
-    monkeypatch.setattr(props.properties, "_STRATEGIES", {})
+    monkeypatch.setattr(props.checks.properties, "_STRATEGIES", {})
 
 
 def _broken_from_schema(schema: Any, **_: Any) -> st.SearchStrategy[Any]:
@@ -164,11 +164,11 @@ def test_the_real_broken_hypothesis_release_makes_certify_fail_loudly(tmp_path: 
     env = {**os.environ, "PYTHONPATH": str(target)}
     schema = tmp_path / "object.json"
     schema.write_text(json.dumps(OBJECT.spec.source), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "props.cli", "certify", "--schema", str(schema), "--tokenizer",
+    run = subprocess.run([sys.executable, "-m", "maskcert.cli", "certify", "--schema", str(schema), "--tokenizer",
                           "byte", "--examples", "4", "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert run.returncode == 3, run.stdout + run.stderr
     assert "hypothesis-6.170.10-many-more" in run.stderr and "6.170.17" in run.stderr
-    doctor = subprocess.run([sys.executable, "-m", "props.cli", "doctor", "--strict"], capture_output=True,
+    doctor = subprocess.run([sys.executable, "-m", "maskcert.cli", "doctor", "--strict"], capture_output=True,
                             text=True, env=env, timeout=300)  # fmt: skip
     assert doctor.returncode == 1 and "APPLIES" in doctor.stdout

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import refdecoder
 import tokenizers_matrix
+from props.contract.findings import SpecRef
 from props.corpus import (
     Case,
     CorpusError,
@@ -34,7 +35,6 @@ from props.corpus import (
     validate_instance,
     validate_output,
 )
-from props.findings import SpecRef
 from refdecoder import JsonProfile, MaskcertError, Unsupported
 
 BUILTIN = load_corpus("builtin")

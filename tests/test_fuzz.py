@@ -1,4 +1,4 @@
-"""``maskcert fuzz`` (props.fuzz): campaigns find a toy backend's defects, keep them in the example
+"""``maskcert fuzz`` (maskcert.fuzz): campaigns find a toy backend's defects, keep them in the example
 database and findings.jsonl, replay them first, survive SIGTERM, share a database between workers,
 run on Ray when it is installed; the real targets catch deliberately broken code; bad options exit 2.
 """
@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 
 import refdecoder
 import tokenizers_matrix
-from props.cli import main as cli_main
-from props.findings import Finding, FindingFailure, SpecRef
-from props.fuzz import (
+from maskcert.cli import main as cli_main
+from maskcert.fuzz import (
     CampaignConfig,
     FuzzUsageError,
     Property,
@@ -33,6 +32,7 @@ from props.fuzz import (
     run_campaign,
     serving_properties,
 )
+from props.contract.findings import Finding, FindingFailure, SpecRef
 from refdecoder import Choice, TokenGrammar
 from refdecoder._tokens import unpack_mask
 
@@ -187,7 +187,7 @@ def test_sigterm_keeps_every_finding(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "props.cli", "fuzz", "--target", TOY, "--budget", "120s", "--workers", "2",
+        [sys.executable, "-m", "maskcert.cli", "fuzz", "--target", TOY, "--budget", "120s", "--workers", "2",
          "--out", str(out), "--seed", "7"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

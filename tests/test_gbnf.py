@@ -1,6 +1,6 @@
 """GBNF front-end: syntax, errors, refusals, and properties against an independent recognizer.
 
-The independent checker (``refdecoder._gbnf_check``) is a second GBNF reader plus an Earley recognizer
+The independent checker (``props.corpus.gbnf_check``) is a second GBNF reader plus an Earley recognizer
 over code points; it shares no code with ``refdecoder._gbnf``. Properties run over hand-written grammars
 and llama.cpp / transformers-cfg sample grammars (shared data, skipped when absent). The sample files
 ratchet against ``tests/baselines/gbnf.json`` (STYLE §11).
@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import refdecoder
-from props.witness import breadth_first_completion as shortest_completion
+from props.checks.witness import breadth_first_completion as shortest_completion
+from props.corpus.gbnf_check import gbnf_accepts, gbnf_generate, gbnf_viable_bytes
 from refdecoder import Gbnf, Grammar, LimitExceeded, Limits, MaskcertError, SpecError, Unsupported
 from refdecoder._gbnf import compile_gbnf_network
-from refdecoder._gbnf_check import gbnf_accepts, gbnf_generate, gbnf_viable_bytes
 
 from ._data import ratchet, shared_data
 

@@ -13,7 +13,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import refdecoder
-from props.witness import shortest_completion
+from props.checks.witness import shortest_completion
 from refdecoder import JsonProfile, JsonSchema, LimitExceeded, SpecError, Unsupported
 
 from ._data import serializations

@@ -1,4 +1,4 @@
-"""props.report: report.json round trip, Markdown/HTML rendering of hostile data, histograms, typed
+"""props.output.report: report.json round trip, Markdown/HTML rendering of hostile data, histograms, typed
 errors for files that are not maskcert reports."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import props.report as report_mod
-from props.findings import INVARIANTS, Finding, SpecRef
-from props.report import (
+import props.output.report as report_mod
+from props.contract.findings import INVARIANTS, Finding, SpecRef
+from props.output.report import (
     HISTOGRAM_EDGES_MS,
     REPORT_FIELDS,
     ReportError,

@@ -1,4 +1,4 @@
-"""props.repro: reproducer scripts are written, are safe to generate from hostile data, and, run in a
+"""props.output.repro: reproducer scripts are written, are safe to generate from hostile data, and, run in a
 subprocess, reproduce real defects (exit 1) and clear claims that are not real (exit 0)."""
 
 from __future__ import annotations
@@ -16,9 +16,15 @@ import numpy as np
 import pytest
 
 import refdecoder
-from props.backend import Compiled
-from props.findings import Finding, SpecRef
-from props.repro import ADAPTER_DEFAULTS, ReproError, render_reproducer, verdict_allows, write_reproducers
+from props.contract.backend import Compiled
+from props.contract.findings import Finding, SpecRef
+from props.output.repro import (
+    ADAPTER_DEFAULTS,
+    ReproError,
+    render_reproducer,
+    verdict_allows,
+    write_reproducers,
+)
 from refdecoder import Matcher, Regex, TokenGrammar
 from tokenizers_matrix import Vocabulary, byte_vocabulary
 
@@ -126,7 +132,7 @@ def test_verdict_words() -> None:
 
 @pytest.mark.parametrize("backend", sorted(ADAPTER_DEFAULTS))
 def test_adapter_defaults_match_the_adapters(backend: str) -> None:
-    from props.adapters import ADAPTERS
+    from props.backends import ADAPTERS
 
     mod_name, cls_name = ADAPTERS[backend].split(":")
     try:
@@ -144,7 +150,7 @@ def test_adapter_defaults_match_the_adapters(backend: str) -> None:
 def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Path, vocab: Vocabulary) -> None:
     """(a) A real defect: regex a|ab, after 'a' outlines-core masks 'b' though 'ab' is valid."""
     pytest.importorskip("outlines_core")
-    from props.adapters.outlines_core import OutlinesCoreBackend
+    from props.backends.outlines_core import OutlinesCoreBackend
 
     ref = Matcher(TokenGrammar(refdecoder.compile(Regex("a|ab")), vocab))
     assert isinstance(ref.accept(A), refdecoder.Accepted)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import refdecoder
 import serving_sim
-from props.adapters import BackendUnavailable, load_backend
-from props.backend import Compiled
+from props.backends import BackendUnavailable, load_backend
+from props.contract.backend import Compiled
 from refdecoder import Choice, JsonProfile, JsonSchema, Regex
 from refdecoder.sampler import SamplingParams
 from serving_sim import (

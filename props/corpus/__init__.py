@@ -1,6 +1,6 @@
 """The corpus ``maskcert certify`` runs, and the independent validators its certificates rely on.
 
-* :func:`load_corpus` — :class:`Case` records (a :class:`~props.findings.SpecRef` with instances in
+* :func:`load_corpus` — :class:`Case` records (a :class:`~props.contract.findings.SpecRef` with instances in
   and out of its language) from the builtin data files (``builtin/*.json``), the shared
   JSON-Schema-Test-Suite and JSONSchemaBench copies, or user files; skips are recorded with their
   reasons in :attr:`Corpus.skipped`.
@@ -15,12 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import refdecoder
-from props.findings import SpecRef
-
-from ._errors import CorpusError
-from ._load import Case, Corpus, corpus_names, load_corpus
-from ._serialize import serializations
-from ._validate import profile_of, validate_instance, validate_output
+from props.contract.findings import SpecRef
+from props.corpus._errors import CorpusError
+from props.corpus._load import Case, Corpus, corpus_names, load_corpus
+from props.corpus._serialize import serializations
+from props.corpus._validate import profile_of, validate_instance, validate_output
 
 __all__ = [
     "Case",

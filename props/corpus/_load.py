@@ -13,10 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from props.findings import SpecRef
-
-from . import _schema
-from ._errors import CorpusError
+from props.contract.findings import SpecRef
+from props.corpus import _schema
+from props.corpus._errors import CorpusError
 
 __all__ = ["Case", "Corpus", "load_corpus", "corpus_names", "BUILTIN", "SUITE", "BENCH"]
 

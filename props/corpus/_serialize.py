@@ -13,9 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal
 
+from props.corpus import _schema
 from refdecoder import JsonProfile
-
-from . import _schema
 
 __all__ = ["serializations", "max_gap", "whitespace_runs"]
 

@@ -7,7 +7,7 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
   assertion when the profile asserts formats; then the profile's own restrictions, each by a few lines
   of code here: whitespace, ``\\u`` escapes, property order, ``additionalProperties`` default.
 * Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
-* GBNF: ``refdecoder._gbnf_check``, a second GBNF reader with its own Earley recognizer.
+* GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
 """
 
@@ -21,13 +21,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from props.findings import SpecRef
+from props.contract.findings import SpecRef
+from props.corpus import _schema
+from props.corpus._errors import CorpusError
+from props.corpus._serialize import max_gap
+from props.corpus.gbnf_check import gbnf_accepts
 from refdecoder import JsonProfile
-from refdecoder._gbnf_check import gbnf_accepts
-
-from . import _schema
-from ._errors import CorpusError
-from ._serialize import max_gap
 
 __all__ = ["validate_output", "validate_instance", "profile_of"]
 

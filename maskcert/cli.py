@@ -1,0 +1,334 @@
+"""The ``maskcert`` command line. Thin: it parses arguments, calls library code, prints, exits.
+
+Exit codes: 0 success (no failing finding), 1 findings / violations / refusal, 2 usage error or a
+missing optional dependency, 3 (certify) maskcert itself failed on some case: a bug in maskcert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from refdecoder.errors import MaskcertError
+
+
+def _cmd_tokenizers(args: argparse.Namespace) -> int:
+    from tokenizers_matrix import format_matrix
+
+    print(format_matrix(args.level))
+    return 0
+
+
+def _cmd_check_schema(args: argparse.Namespace) -> int:
+    import refdecoder
+    from refdecoder.errors import LimitExceeded, SpecError, Unsupported
+
+    try:
+        if args.regex is not None:
+            spec: refdecoder.Spec = refdecoder.Regex(args.regex)
+        elif args.gbnf is not None:
+            spec = refdecoder.Gbnf(Path(args.gbnf).read_text(encoding="utf-8"))
+        else:
+            if args.file is None:
+                print("maskcert check-schema: give a schema FILE, --regex PATTERN or --gbnf FILE", file=sys.stderr)
+                return 2
+            try:
+                schema = json.loads(Path(args.file).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                print(f"maskcert check-schema: {args.file}: expected a JSON Schema file ({e})", file=sys.stderr)
+                return 2
+            profile = refdecoder.JsonProfile(formats=args.formats)
+            spec = refdecoder.JsonSchema(schema, profile)
+        grammar = refdecoder.compile(spec)
+    except OSError as e:
+        print(f"maskcert check-schema: {e}", file=sys.stderr)
+        return 2
+    except Unsupported as e:
+        print(f"refused: keyword={e.keyword} pointer={e.json_pointer or '/'} reason={e.reason}")
+        return 1
+    except LimitExceeded as e:
+        print(f"refused: limit={e.limit} value={e.value} bound={e.bound} where={e.where or '/'}")
+        return 1
+    except SpecError as e:
+        print(f"invalid: {e}")
+        return 1
+    print(f"supported fingerprint={grammar.fingerprint}")
+    return 0
+
+
+def _cmd_certify(args: argparse.Namespace) -> int:
+    """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
+    from maskcert.certification import CertifyError, certify
+    from props.backends import BackendUnavailable
+    from props.corpus import CorpusError
+    from refdecoder.errors import VocabularyError
+
+    options: dict[str, object] = {}
+    for item in args.option or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"maskcert certify: --option {item!r}: expected KEY=VALUE (VALUE as JSON, else a string)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    try:
+        report = certify(
+            args.backend,
+            tokenizers=args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
+            corpus=args.corpus or ([] if (args.schema or args.regex or args.gbnf) else ["builtin"]),
+            schemas=args.schema or [],
+            regexes=args.regex or [],
+            gbnfs=args.gbnf or [],
+            budget_s=args.budget,
+            seed=args.seed,
+            workers=args.workers,
+            examples=args.examples,
+            backend_options=options,
+            isolate=False if args.in_process else None,
+            out=args.out,
+        )
+    except (BackendUnavailable, CertifyError, CorpusError, VocabularyError) as e:
+        print(f"maskcert certify: {e}", file=sys.stderr)
+        return 2
+    d = report.data
+    by = report.by_invariant()
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
+    print(f"{d['backend']['name']} {d['backend']['version']}: {d['specs']['checked']} specs checked "
+          f"({d['specs']['refused_by_backend']} refused by the backend, {d['specs']['refused_by_reference']} "
+          f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
+          f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}")  # fmt: skip
+    print(f"findings: {summary}")
+    for err in d["internal_errors"]:
+        print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
+    if d["self_check"]:
+        print(f"reference self-check notes: {len(d['self_check'])} (see the report)")
+    print(f"report: {Path(args.out) / 'report.md'}")
+    return report.exit_code
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    """Benchmarks as tables with ratios against the third-party engines measured in the same run.
+
+    ``bench PART`` prints that part's table (``--json``: its raw result, as before for masks and
+    sampler); ``bench all`` runs every part at small sizes and prints one Markdown report (progress on
+    stderr); a part that cannot run or fails is shown so, and the others still run (exit 1 on a
+    failure). ``--json``/``--md`` write the gathered report (``--json`` for all, compile and serving).
+    """
+    import os
+    import platform
+    import time
+
+    from maskcert.bench import report
+
+    parts = report.PARTS if args.what == "all" else (args.what,)
+    size = "small" if args.what == "all" else "full"
+    overrides = {"limit": args.limit, "budget": args.budget, "repeat": args.repeat,
+                 "requests": args.requests, "timeout": args.timeout}  # fmt: skip
+    results: dict[str, object] = {}
+    failed = False
+    for part in parts:
+        t0 = time.perf_counter()
+        if args.what == "all":
+            print(f"maskcert bench: {part} ...", file=sys.stderr, flush=True)
+        try:
+            result = report.run_part(part, size, tokenizers=args.tokenizer or ["deepseek-v3-litellm"],
+                                     schemas=args.schemas, overrides=overrides, threads=args.threads)  # fmt: skip
+        except report.PartNotRun as e:
+            if args.what != "all":
+                print(f"maskcert bench {part}: {e}", file=sys.stderr)
+                return 2
+            results[part] = {"skipped": str(e)}
+        except Exception as e:  # noqa: BLE001 - one failing part is reported; the others still run
+            if args.what != "all":
+                raise
+            failed = True
+            results[part] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        else:
+            results[part] = result
+            if args.what != "all":
+                print(report.part_table(part, result))
+        if args.what == "all":
+            print(f"maskcert bench: {part} done in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "threads": args.threads, "parts": args.what}  # fmt: skip
+    gathered = report.gather(results, meta)
+    markdown = report.format_markdown(gathered)
+    if args.what == "all":
+        print(markdown)
+    if args.md:
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text(markdown, encoding="utf-8")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        raw = args.what in ("masks", "sampler")  # the shape these two wrote before the report existed
+        doc = report.clean_json(results) if raw else gathered
+        Path(args.json).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return 1 if failed else 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """Versions of everything maskcert depends on and, for each known incompatibility, whether it
+    applies here (its probe runs for real). Exit 1 with ``--strict`` when one applies."""
+    from maskcert.compat import dependency_versions, diagnose, format_doctor
+
+    versions = dependency_versions()
+    diagnoses = diagnose(versions)
+    if args.json:
+        print(json.dumps({"dependencies": versions,
+                          "incompatibilities": [{"id": d.incompatibility.id, "applies": d.applies,
+                                                 "in_known_range": d.in_range, "probe_error": d.probe_error,
+                                                 "summary": d.incompatibility.summary,
+                                                 "workaround": d.incompatibility.workaround}
+                                                for d in diagnoses]}, indent=1))  # fmt: skip
+    else:
+        print(format_doctor(versions, diagnoses))
+    return 1 if args.strict and any(d.applies for d in diagnoses) else 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from serving_sim import cli_simulate
+
+    return int(cli_simulate(args))
+
+
+def _cmd_fuzz(args: argparse.Namespace) -> int:
+    """A fuzzing campaign (maskcert.fuzz): exit 0 clean, 1 findings or property errors, 2 bad options."""
+    import os
+
+    from maskcert.fuzz import CampaignConfig, FuzzUsageError, parse_budget, run_campaign
+    from props.backends import BackendUnavailable
+
+    try:
+        config = CampaignConfig(
+            target=args.target,
+            backend=args.backend,
+            tokenizers=tuple(args.tokenizer or ()),
+            budget_s=parse_budget(args.budget),
+            workers=args.workers,
+            db=args.db or "",
+            out_dir=args.out,
+            seed=args.seed if args.seed is not None else int.from_bytes(os.urandom(7), "big"),
+            cluster=args.cluster or "",
+            isolate=args.isolate,
+            properties=tuple(args.property or ()),
+        )
+        config.database  # noqa: B018 - checks --db before anything starts
+        result = run_campaign(config)
+    except (FuzzUsageError, BackendUnavailable) as e:
+        print(f"maskcert fuzz: {e}", file=sys.stderr)
+        return 2
+    how = "stopped by a signal" if result.stopped == "signal" else "budget spent"
+    print(
+        f"maskcert fuzz: {how} after {result.elapsed_s:.1f}s, {result.examples} examples, "
+        f"{len(result.findings)} findings ({len(result.new_ids)} new, {result.replayed} replayed), "
+        f"{len(result.errors)} errors; seed {result.seed}; findings in {result.findings_path}"
+    )
+    for f in result.findings:
+        print(f"  {f.id} {f.invariant:<22} {f.message}")
+    for err in result.errors[:5]:
+        print(f"  error: {err.splitlines()[-1] if err else err}", file=sys.stderr)
+    return result.exit_code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="maskcert", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tokenizers", help="print the tokenizer matrix")
+    t.add_argument("--level", choices=["ci", "full"], default="ci")
+    t.set_defaults(func=_cmd_tokenizers)
+
+    c = sub.add_parser("check-schema", help="compile a spec and print 'supported' or each refusal")
+    c.add_argument("file", nargs="?", help="a JSON Schema file")
+    c.add_argument("--regex", help="a Python-syntax regex (full match)")
+    c.add_argument("--gbnf", help="a GBNF grammar file")
+    c.add_argument("--formats", choices=["annotation", "assert"], default="annotation")
+    c.set_defaults(func=_cmd_check_schema)
+
+    ce = sub.add_parser("certify", help="certify a backend's masks against the reference; write a report")
+    ce.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
+    ce.add_argument("--tokenizer", action="append", help="matrix name or tokenizer file (repeatable; "
+                    "default: bpe and sp-bpe-bytefallback)")  # fmt: skip
+    ce.add_argument("--corpus", action="append", help="builtin | json-schema-test-suite | jsonschemabench "
+                    "(':Subset', ':limit=N', ':stride=N') | PATH (repeatable; default: builtin)")  # fmt: skip
+    ce.add_argument("--schema", action="append", help="a JSON Schema file (repeatable)")
+    ce.add_argument("--regex", action="append", help="a regex, full match (repeatable)")
+    ce.add_argument("--gbnf", action="append", help="a GBNF grammar file (repeatable)")
+    ce.add_argument("--budget", type=float, default=None, help="seconds; unchecked specs are reported as such")
+    ce.add_argument("--seed", type=int, default=0)
+    ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")
+    ce.add_argument("--examples", type=int, default=8, help="Hypothesis examples per spec for each search")
+    ce.add_argument("--option", action="append", help="adapter constructor option KEY=VALUE (repeatable)")
+    ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
+    ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
+    ce.set_defaults(func=_cmd_certify)
+
+    d = sub.add_parser("doctor", help="dependency versions and whether each known incompatibility applies here")
+    d.add_argument("--strict", action="store_true", help="exit 1 when a known incompatibility applies")
+    d.add_argument("--json", action="store_true", help="print JSON instead of text")
+    d.set_defaults(func=_cmd_doctor)
+
+    b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
+    b.add_argument("what", choices=["all", "masks", "compile", "sampler", "serving"], nargs="?", default="all",
+                   help="one part, or all of them at small sizes into one report (default)")  # fmt: skip
+    b.add_argument("--tokenizer", action="append", default=None,
+                   help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm; "
+                        "compile uses the first)")  # fmt: skip
+    b.add_argument("--schemas", help="JSONSchemaBench-style folder (default: shared maskbench)")
+    b.add_argument("--limit", type=int, default=None, help="schemas per run (masks 50, compile 24; all: 12, 16)")
+    b.add_argument("--budget", type=float, default=None, help="masks: seconds per tokenizer (all: 90)")
+    b.add_argument("--timeout", type=float, default=None, help="compile: seconds per schema (10; all: 5)")
+    b.add_argument("--threads", type=int, default=1, help="sampler: torch threads")
+    b.add_argument("--repeat", type=int, default=None, help="sampler: timed calls per shape (50; all: 20)")
+    b.add_argument("--requests", type=int, default=None, help="serving: requests per backend (24; all: 16)")
+    b.add_argument("--json", help="write the gathered report as JSON here (masks, sampler: their raw results)")
+    b.add_argument("--md", help="write the gathered report as Markdown here")
+    b.set_defaults(func=_cmd_bench)
+
+    from serving_sim import add_simulate_arguments
+
+    sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
+    add_simulate_arguments(sim)
+    sim.set_defaults(func=_cmd_simulate)
+
+    fz = sub.add_parser("fuzz", help="run properties under the fuzz profile until a time budget is spent")
+    fz.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
+    fz.add_argument("--target", default="invariants",
+                    help="invariants | reference | sampler | serving | module:function (default: invariants)")  # fmt: skip
+    fz.add_argument("--tokenizer", action="append", default=None, help="matrix name or tokenizer file (repeatable)")
+    fz.add_argument("--budget", default="60s", help="wall-clock budget: 90, 30s, 10m, 2h, 1h30m (default: 60s)")
+    fz.add_argument("--workers", type=int, default=1, help="local worker processes, or Ray tasks with --cluster")
+    fz.add_argument("--db", help="example database: a directory or redis://HOST:PORT (default: OUT/hypothesis-db)")
+    fz.add_argument("--out", default="fuzz-out", help="findings.jsonl and campaign.json go here")
+    fz.add_argument("--seed", type=int, default=None, help="base seed of every shard (default: random)")
+    fz.add_argument("--cluster", help="run shards as Ray tasks: 'local' (ray.init() defaults), 'auto' or ray://HOST:PORT")
+    fz.add_argument("--isolate", action="store_true", help="run the backend in a worker process")
+    fz.add_argument("--property", action="append", default=None,
+                    help="only the target's properties matching this fnmatch pattern (repeatable)")  # fmt: skip
+    fz.set_defaults(func=_cmd_fuzz)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "command", None) == "bench" and args.tokenizer is None:
+        args.tokenizer = ["deepseek-v3-litellm"]
+    try:
+        return int(args.func(args))
+    except MaskcertError as e:
+        print(f"maskcert {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"maskcert {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

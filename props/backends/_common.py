@@ -1,0 +1,88 @@
+"""What every third-party adapter needs the same way: versions, per-vocabulary caches, the checks at
+the edge of ``accept`` and ``rollback`` (one wording for every backend's typed outcomes)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+from typing import Any, Generic, TypeVar
+
+from props.contract.backend import Rejected
+from refdecoder.errors import StateError
+
+__all__ = ["dist_version", "PerVocabulary", "NativeMatcher", "reject_at_edge", "check_rollback"]
+
+T = TypeVar("T")
+N = TypeVar("N")
+
+
+def dist_version(dist: str, fallback: str = "unknown") -> str:
+    """The installed distribution's version (``fallback`` in a source checkout)."""
+    try:
+        return _dist_version(dist)
+    except PackageNotFoundError:  # pragma: no cover - a source checkout
+        return fallback
+
+
+class PerVocabulary(Generic[T]):
+    """What a backend builds once per vocabulary (tokenizer info, compilers), LRU by fingerprint."""
+
+    def __init__(self, build: Callable[[Any], T], capacity: int) -> None:
+        self._build = build
+        self._capacity = capacity
+        self._items: OrderedDict[str, T] = OrderedDict()
+
+    def get(self, vocabulary: Any) -> T:
+        key = vocabulary.fingerprint
+        hit = self._items.get(key)
+        if hit is not None:
+            self._items.move_to_end(key)
+            return hit
+        built = self._build(vocabulary)
+        self._items[key] = built
+        while len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+        return built
+
+
+def reject_at_edge(
+    token_id: int, vocab_size: int, token_bytes: tuple[bytes | None, ...], state_id: str, terminated: bool
+) -> Rejected | None:
+    """The rejections every adapter gives before asking its backend: an id outside the vocabulary,
+    or any token after EOS."""
+    if not 0 <= token_id < vocab_size:
+        return Rejected(token_id, None, state_id, f"token id out of range [0, {vocab_size})")
+    if terminated:
+        return Rejected(token_id, token_bytes[token_id], state_id, "the sequence already ended with EOS")
+    return None
+
+
+def check_rollback(k: object, total: int) -> None:
+    """``StateError`` unless ``0 <= k <= total`` (the tokens accepted so far, EOS included)."""
+    if not isinstance(k, int) or k < 0 or k > total:
+        raise StateError(f"rollback({k!r}): can undo between 0 and {total} tokens")
+
+
+class NativeMatcher(Generic[N]):
+    """What an adapter's matcher over a native matcher object holds: the compiled handle, the
+    backend's own matcher (``native``, for reproducers and tests) and the ids accepted so far;
+    ``state_prefix`` names the backend in state ids (``xgrammar@3``)."""
+
+    state_prefix = ""
+
+    def __init__(self, handle: Any, native: N, history: list[int]) -> None:
+        self._h = handle
+        self._m = native
+        self._ids = history
+
+    @property
+    def native(self) -> N:
+        return self._m
+
+    def accepted_ids(self) -> list[int]:
+        return list(self._ids)
+
+    def _state_id(self) -> str:
+        return f"{self.state_prefix}@{len(self._ids)}"

@@ -1,0 +1,300 @@
+"""lm-format-enforcer behind the Backend protocol (``pip install lm-format-enforcer``; written against
+0.11.3).
+
+Theory of operation. lm-format-enforcer (LMFE) is character-level: a ``CharacterLevelParser``
+(``JsonSchemaParser``, ``RegexParser``, ``UnionParser`` of ``StringParser``) says which characters
+may come next, and a ``TokenEnforcer`` walks a prefix tree of the vocabulary's decoded tokens to
+turn that into allowed token ids. Its API is functional: ``get_allowed_tokens(token_sequence)``
+answers for a whole sequence (states are memoized by sequence inside the enforcer), and it has no
+accept call — its integrations only mask logits.
+
+The adapter builds ``TokenEnforcerTokenizerData`` the way ``lmformatenforcer.integrations.
+transformers.build_token_enforcer_tokenizer_data`` does for a byte-level tokenizer: each text token
+as ``(id, bytes.decode("utf-8", "replace"), False)``, a decoder that decodes the whole id list and
+strips trailing U+FFFD (``_decode_function``), and the EOS ids. Then:
+
+* ``mask()`` is ``get_allowed_tokens(ids so far)`` packed into xgrammar's bit layout (LMFE adds the
+  EOS ids itself when ``parser.can_end()``).
+* ``accept(t)`` is membership in that list — LMFE's only verdict — followed by appending ``t``;
+  nothing in LMFE changes, so there is no half-applied state.
+* ``fork()`` copies the id list and ``rollback(k)`` truncates it: O(n) and O(1), and exact, because
+  LMFE keys every state by its token sequence. After EOS the adapter answers the empty mask and
+  never asks LMFE about a sequence that contains EOS.
+* ``is_accepting()`` is "EOS is in the allowed list" (LMFE has no other notion).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import interegular
+import numpy as np
+import pydantic
+from lmformatenforcer import (
+    CharacterLevelParser,
+    CharacterLevelParserConfig,
+    JsonSchemaParser,
+    LMFormatEnforcerException,
+    RegexParser,
+    StringParser,
+    TokenEnforcer,
+    TokenEnforcerTokenizerData,
+    UnionParser,
+)
+from lmformatenforcer.consts import DEFAULT_MAX_CONSECUTIVE_WHITESPACES
+
+from props.backends._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.contract.backend import (
+    Accepted,
+    Backend,
+    BackendMatcher,
+    Compiled,
+    CompileOutcome,
+    DeclaredProfile,
+    Refused,
+    Rejected,
+    TokenOutcome,
+)
+from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
+from refdecoder._tokens import num_words, pack_ids
+
+__all__ = ["LMFormatEnforcerBackend", "LMFormatEnforcerMatcher", "declared_profile"]
+
+_VERSION = dist_version("lm-format-enforcer")
+
+# Errors that lmformatenforcer raises for schemas it does not handle (jsonschemaparser.get_parser:
+# ``raise Exception("Unsupported type ...")`` etc.), as opposed to bugs.
+_REFUSAL_PREFIXES = (
+    "Unsupported type",
+    "Unsupported enum type",
+    "No definitions found",
+    "JsonSchemaParser: Value schema is None",
+)
+
+
+def declared_profile(
+    max_consecutive_whitespaces: int = DEFAULT_MAX_CONSECUTIVE_WHITESPACES,
+) -> DeclaredProfile:
+    """The language of ``JsonSchemaParser`` with LMFE's defaults.
+
+    Sources (lm-format-enforcer 0.11.3): ``lmformatenforcer/consts.py`` and
+    ``characterlevelparser.CharacterLevelParserConfig`` (the defaults), ``jsonschemaparser.py``:
+
+    * whitespace: any of ``WHITESPACE_CHARACTERS = " \\t\\n\\r"`` wherever a value or separator may
+      start, at most ``DEFAULT_MAX_CONSECUTIVE_WHITESPACES = 12`` in a row
+      (``JsonSchemaParser.get_allowed_characters``), before and after the top-level value too -> ``12``.
+    * property order: ``DEFAULT_FORCE_JSON_FIELD_ORDER = False`` -> ``"any"`` (when forced, the order
+      is that of ``required``, which no profile expresses).
+    * ``ObjectParsingState``: with ``properties`` the keys come from ``properties`` only, whatever
+      ``additionalProperties`` says -> ``additional_properties_default=False``; a declared key is not
+      offered twice (``existing_keys``), keys of a property-less object are not remembered ->
+      ``allow_duplicate_keys=True``.
+    * strings: ``BACKSLASH_ESCAPING_CHARACTERS = '"\\\\/bfnrt'`` plus ``u`` and 4 hex digits ->
+      ``unicode_escapes=True``.
+    * ``format`` is never read by ``get_parser`` -> ``"annotation"``.
+
+    ``DEFAULT_MAX_JSON_ARRAY_LENGTH = 20`` (arrays without ``maxItems`` get at most 20 items) is not a
+    profile; the adapter configures ``max_json_array_length=0`` ("no default maximum",
+    ``ListParsingState.__init__``) so that the declared profile holds.
+    """
+    notes = (
+        f"lmformatenforcer/consts.py: max_consecutive_whitespaces={max_consecutive_whitespaces} (default "
+        f"{DEFAULT_MAX_CONSECUTIVE_WHITESPACES}), DEFAULT_FORCE_JSON_FIELD_ORDER=False; the adapter sets "
+        "CharacterLevelParserConfig.max_json_array_length=0 (LMFE's default caps arrays at 20 items)",
+        "character-level: string contents are limited to the tokenizer alphabet (characters that are single "
+        "tokens), tokens that are partial UTF-8 decode to U+FFFD and are allowed wherever U+FFFD is",
+        "keywords get_parser does not read (minimum, maximum, multipleOf, uniqueItems, patternProperties, "
+        "format, not, ...) are ignored, not refused",
+        "additionalProperties is honoured only for objects without 'properties'",
+        "regex dialect: interegular (Python-like) through RegexParser; Gbnf unsupported",
+    )
+    return DeclaredProfile(
+        json=JsonProfile(
+            whitespace=max_consecutive_whitespaces,
+            property_order="any",
+            additional_properties_default=False,
+            allow_duplicate_keys=True,
+            unicode_escapes=True,
+            formats="annotation",
+        ),
+        canonical_tokenization_only=False,
+        notes=notes,
+    )
+
+
+def _tokenizer_data(vocabulary: Any) -> TokenEnforcerTokenizerData:
+    """As ``integrations.transformers.build_token_enforcer_tokenizer_data`` builds it, from bytes."""
+    regular = [
+        (i, data.decode("utf-8", errors="replace"), False)
+        for i, data in enumerate(vocabulary.token_bytes)
+        if data is not None
+    ]
+
+    def decode(ids: list[int]) -> str:
+        return str(vocabulary.decode(ids).decode("utf-8", errors="replace")).rstrip("\ufffd")
+
+    size = len(vocabulary.token_bytes)
+    return TokenEnforcerTokenizerData(regular, decode, sorted(vocabulary.eos_ids), False, size)
+
+
+@dataclass(frozen=True, eq=False)
+class _Handle:
+    enforcer: TokenEnforcer
+    vocab_size: int
+    eos_ids: frozenset[int]
+    token_bytes: tuple[bytes | None, ...] = field(repr=False)
+
+
+class LMFormatEnforcerBackend:
+    """lm-format-enforcer as a Backend (see the module docstring and :func:`declared_profile`)."""
+
+    name = "lm-format-enforcer"
+    version = _VERSION
+
+    def __init__(
+        self,
+        max_consecutive_whitespaces: int = DEFAULT_MAX_CONSECUTIVE_WHITESPACES,
+        max_vocabularies: int = 4,
+    ) -> None:
+        self.max_consecutive_whitespaces = max_consecutive_whitespaces
+        self.profile = declared_profile(max_consecutive_whitespaces)
+        self._data: PerVocabulary[TokenEnforcerTokenizerData] = PerVocabulary(
+            self._build_tokenizer_data, max_vocabularies
+        )
+
+    def _tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
+        return self._data.get(vocabulary)
+
+    def _build_tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
+        data = _tokenizer_data(vocabulary)
+        return data
+
+    def _config(self, data: TokenEnforcerTokenizerData) -> CharacterLevelParserConfig:
+        return CharacterLevelParserConfig(
+            alphabet=data.tokenizer_alphabet,
+            max_consecutive_whitespaces=self.max_consecutive_whitespaces,
+            force_json_field_order=False,
+            max_json_array_length=0,
+        )
+
+    def _parser(self, spec: Spec, config: CharacterLevelParserConfig) -> CharacterLevelParser | Refused:
+        if isinstance(spec, JsonSchema):
+            if spec.schema is False:
+                return Refused(
+                    "lm-format-enforcer: JsonSchemaParser has no form of the empty schema 'false'", "", ""
+                )
+            # JsonSchemaParser documents None as "any json output is allowed": the meaning of 'true'.
+            return JsonSchemaParser(None if spec.schema is True else spec.schema, config)
+        if isinstance(spec, Regex):
+            return RegexParser(spec.pattern, config)
+        if isinstance(spec, Choice):
+            if not spec.options:
+                return Refused("lm-format-enforcer: an empty choice list has no parser form", "choice", "")
+            return UnionParser([StringParser(o) for o in spec.options])
+        if isinstance(spec, Gbnf):
+            return Refused("lm-format-enforcer has no context-free grammar parser for GBNF", "gbnf", "")
+        return Refused(f"lm-format-enforcer adapter: unknown spec type {type(spec).__name__}", "", "")
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        data = self._tokenizer_data(vocabulary)
+        config = self._config(data)
+        t0 = time.perf_counter()
+        try:
+            parser = self._parser(spec, config)
+        except (
+            LMFormatEnforcerException,
+            pydantic.ValidationError,
+            interegular.patterns.Unsupported,
+            interegular.patterns.InvalidSyntax,
+        ) as e:
+            return Refused(
+                f"lm-format-enforcer: {type(e).__name__}: {' '.join(str(e).split())[:400]}", "", ""
+            )
+        except Exception as e:
+            if type(e) in (Exception, ValueError) and str(e).startswith(_REFUSAL_PREFIXES):
+                return Refused(f"lm-format-enforcer: {e}", "", "")
+            raise
+        if isinstance(parser, Refused):
+            return parser
+        enforcer = TokenEnforcer(data, parser)
+        # TokenEnforcer.__init__ replaces the parser's config with a default one (keeping only the
+        # alphabet); put ours back so that max_json_array_length=0 holds for nested arrays as well.
+        parser.config = config
+        handle = _Handle(
+            enforcer,
+            len(vocabulary.token_bytes),
+            frozenset(vocabulary.eos_ids),
+            tuple(vocabulary.token_bytes),
+        )
+        return Compiled(handle, (time.perf_counter() - t0) * 1000)
+
+    def matcher(self, compiled: Compiled) -> LMFormatEnforcerMatcher:
+        return LMFormatEnforcerMatcher(compiled.handle, [])
+
+
+class LMFormatEnforcerMatcher:
+    """One sequence: the ids accepted so far, asked of the shared ``TokenEnforcer``."""
+
+    def __init__(self, handle: _Handle, history: list[int]) -> None:
+        self._h = handle
+        self._ids = history  # ends with the EOS id once terminated; LMFE is never asked past it
+
+    @property
+    def enforcer(self) -> TokenEnforcer:
+        return self._h.enforcer
+
+    def accepted_ids(self) -> list[int]:
+        return list(self._ids)
+
+    def _state_id(self) -> str:
+        return f"lmfe@{len(self._ids)}"
+
+    def _terminated(self) -> bool:
+        return bool(self._ids) and self._ids[-1] in self._h.eos_ids
+
+    def allowed_ids(self) -> list[int]:
+        """``TokenEnforcer.get_allowed_tokens`` for the ids so far, as LMFE returns it (before EOS)."""
+        return list(self._h.enforcer.get_allowed_tokens(list(self._ids)).allowed_tokens)
+
+    def mask(self) -> np.ndarray:
+        if self._terminated():
+            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
+        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
+
+    def accept(self, token_id: int) -> TokenOutcome:
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
+        )
+        if edge is not None:
+            return edge
+        data = self._h.token_bytes[token_id]
+        if token_id not in set(self.allowed_ids()):
+            return Rejected(token_id, data, self._state_id(), "not in TokenEnforcer.get_allowed_tokens")
+        self._ids.append(token_id)
+        return Accepted(token_id, data, self._state_id(), token_id in self._h.eos_ids)
+
+    def is_accepting(self) -> bool:
+        return not self._terminated() and not self._h.eos_ids.isdisjoint(self.allowed_ids())
+
+    def is_terminated(self) -> bool:
+        return self._terminated()
+
+    def rollback(self, k: int) -> None:
+        check_rollback(k, len(self._ids))
+        del self._ids[len(self._ids) - k :]
+
+    def fork(self) -> LMFormatEnforcerMatcher:
+        return LMFormatEnforcerMatcher(self._h, list(self._ids))
+
+    def __repr__(self) -> str:
+        return f"LMFormatEnforcerMatcher(num_accepted={len(self._ids)}, terminated={self._terminated()})"
+
+
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+
+    def _conforms(
+        backend: LMFormatEnforcerBackend, matcher: LMFormatEnforcerMatcher
+    ) -> tuple[Backend, BackendMatcher]:
+        return backend, matcher

@@ -1,0 +1,579 @@
+"""Run a backend in a worker process, so that a hang is a ``limits`` finding and a crash a ``crash``
+finding, and the run goes on (DESIGN §4.12, issue 6 "Backends").
+
+Theory of operation. :class:`WorkerBackend` implements the ``Backend`` protocol by proxy. It starts
+``python -c <boot>`` with two pipes (``multiprocessing.connection.Connection`` framing over
+inherited file descriptors; the child's stdout and stderr go to an anonymous log file, so a backend
+that prints cannot corrupt the protocol and a crash report can quote its last words). The child
+sets ``RLIMIT_AS`` to ``memory_mb``, loads the adapter with :func:`props.backends.load_backend`, and
+answers one request at a time. Compiled grammars and matchers live in the child; the parent holds
+integer handles tagged with the worker's *generation*.
+
+Every call waits at most its timeout. Then:
+
+================================  ============================================  =========
+what happened in the child        what the parent raises                        ``kind``
+================================  ============================================  =========
+answered                          nothing (the value; a refusal is ``Refused``)
+raised an exception               that exception (its remote traceback chained
+                                  as ``__cause__``), or :class:`RemoteError`
+                                  if it cannot cross the pipe or is not an
+                                  ``Exception`` (``SystemExit``, a Rust panic)  ``crash``
+raised ``MemoryError``            :class:`WorkerMemoryExceeded`                 ``limits``
+no answer within the timeout      :class:`WorkerTimeout` (child killed)         ``limits``
+died (signal, abort, exit)        :class:`WorkerCrashed` (exit status, log)     ``crash``
+================================  ============================================  =========
+
+After a timeout or a crash the next ``compile`` starts a fresh child (a new generation); matchers
+and compiled handles of the dead one raise :class:`WorkerCrashed` ("stale handle"). One request at
+a time: a ``WorkerBackend`` is not for concurrent use from several threads (a lock serializes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+
+from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
+from refdecoder.errors import MaskcertError, StateError
+
+if TYPE_CHECKING:
+    from props.contract.backend import Backend, BackendMatcher
+
+__all__ = [
+    "WorkerBackend",
+    "WorkerMatcher",
+    "WorkerError",
+    "WorkerCrashed",
+    "WorkerTimeout",
+    "WorkerMemoryExceeded",
+    "RemoteError",
+]
+
+
+# -- errors ---------------------------------------------------------------------------------------
+class WorkerError(MaskcertError, RuntimeError):
+    """Something went wrong in a backend's worker process; ``kind`` is the finding it becomes."""
+
+    kind = "crash"
+
+    def __init__(self, operation: str, detail: str, backend: str = "") -> None:
+        self.operation = operation
+        self.detail = detail
+        self.backend = backend
+        who = f"{backend} " if backend else ""
+        super().__init__(f"{who}worker, {operation}: {detail}")
+
+
+class WorkerCrashed(WorkerError):
+    """The worker died during ``operation`` (segfault, abort, exit), or a handle outlived its worker.
+
+    ``returncode`` is the child's exit status (negative: the signal), ``log_tail`` its last output."""
+
+    kind = "crash"
+
+    def __init__(
+        self,
+        operation: str,
+        detail: str,
+        backend: str = "",
+        returncode: int | None = None,
+        log_tail: str = "",
+    ) -> None:
+        self.returncode = returncode
+        self.log_tail = log_tail
+        super().__init__(operation, detail, backend)
+
+
+class WorkerTimeout(WorkerError):
+    """``operation`` did not answer within ``timeout_s``; the worker was killed. Raise the timeout
+    (``WorkerBackend(timeout_s=..., compile_timeout_s=...)``) if the backend is just slow."""
+
+    kind = "limits"
+
+    def __init__(self, operation: str, timeout_s: float, backend: str = "", log_tail: str = "") -> None:
+        self.timeout_s = timeout_s
+        self.log_tail = log_tail
+        super().__init__(operation, f"no answer within {timeout_s:g} s (worker killed)", backend)
+
+
+class WorkerMemoryExceeded(WorkerError):
+    """``operation`` ran out of memory under the worker's ``RLIMIT_AS`` of ``memory_mb``."""
+
+    kind = "limits"
+
+    def __init__(self, operation: str, memory_mb: int, detail: str = "", backend: str = "") -> None:
+        self.memory_mb = memory_mb
+        super().__init__(
+            operation, f"MemoryError under a {memory_mb} MiB address-space limit {detail}".strip(), backend
+        )
+
+
+class RemoteError(WorkerError):
+    """An exception from backend code that could not be re-raised as itself in the parent."""
+
+    kind = "crash"
+
+    def __init__(
+        self, operation: str, type_name: str, message: str, remote_traceback: str, backend: str = ""
+    ) -> None:
+        self.type_name = type_name
+        self.message = message
+        self.remote_traceback = remote_traceback
+        super().__init__(operation, f"{type_name}: {message}", backend)
+
+
+class _RemoteTraceback(Exception):
+    def __init__(self, tb: str) -> None:
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return f"\n--- in the worker process ---\n{self.tb}"
+
+
+# -- handles ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RemoteHandle:
+    """``Compiled.handle`` of a :class:`WorkerBackend`: a compiled grammar in worker ``generation``."""
+
+    generation: int
+    id: int
+
+
+# -- the child -------------------------------------------------------------------------------------
+_BOOT = (
+    "import json, os, sys\n"
+    "sys.path[:0] = json.loads(os.environ['MASKCERT_WORKER_SYS_PATH'])\n"
+    "from props.backends.worker import _child_main\n"
+    "_child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))\n"
+)
+
+
+class _Child:
+    """The worker's side: tables of compiled grammars, matchers and vocabularies."""
+
+    def __init__(self) -> None:
+        self.backend: Any = None
+        self.compiled: dict[int, Compiled] = {}
+        self.matchers: dict[int, Any] = {}
+        self.vocabularies: dict[str, Any] = {}
+        self.next_id = 1
+
+    def _new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def handle(self, op: str, args: tuple[Any, ...]) -> Any:
+        if op == "start":
+            from props.backends import load_backend
+
+            target, options = args
+            self.backend = load_backend(target, **options)
+            return (str(self.backend.name), str(self.backend.version), self.backend.profile)
+        if op == "compile":
+            spec, vocab_key, vocabulary = args
+            if vocabulary is not None:
+                self.vocabularies[vocab_key] = vocabulary
+            outcome = self.backend.compile(spec, self.vocabularies[vocab_key])
+            if isinstance(outcome, Refused):
+                return outcome
+            cid = self._new_id()
+            self.compiled[cid] = outcome
+            return ("compiled", cid, outcome.compile_ms)
+        if op == "matcher":
+            (cid,) = args
+            return self._register(self.backend.matcher(self.compiled[cid]))
+        if op == "call":
+            mid, method, margs = args
+            m = self.matchers[mid]
+            if method == "fork":
+                return self._register(m.fork())
+            return getattr(m, method)(*margs)
+        if op == "drop":
+            compiled_ids, matcher_ids = args
+            for cid in compiled_ids:
+                self.compiled.pop(cid, None)
+            for mid in matcher_ids:
+                self.matchers.pop(mid, None)
+            return None
+        if op == "ping":
+            return os.getpid()
+        raise ValueError(f"unknown worker operation {op!r}")
+
+    def _register(self, matcher: Any) -> tuple[int, tuple[str, ...]]:
+        mid = self._new_id()
+        self.matchers[mid] = matcher
+        optional = tuple(
+            name for name in ("forced_bytes", "validate") if callable(getattr(matcher, name, None))
+        )
+        return mid, optional
+
+
+def _error_reply(e: BaseException) -> tuple[Any, ...]:
+    tb = traceback.format_exc()
+    if isinstance(e, MemoryError):
+        return ("memory", f"{type(e).__name__}: {e}", tb)
+    try:
+        blob = pickle.dumps(e)
+        pickle.loads(blob)  # exceptions with custom __init__ often pickle but do not unpickle
+    except Exception:
+        blob = None
+    return ("error", blob, type(e).__qualname__, str(e), tb)
+
+
+def _child_main(read_fd: int, write_fd: int, memory_mb: int) -> None:
+    """The worker process: limits, then answer requests until EOF or ``close``."""
+    if memory_mb > 0:
+        import resource
+
+        limit = memory_mb << 20
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    requests = Connection(read_fd, writable=False)
+    replies = Connection(write_fd, readable=False)
+    child = _Child()
+    while True:
+        try:
+            op, args = requests.recv()
+        except (EOFError, OSError):
+            return
+        if op == "close":
+            replies.send(("ok", None))
+            return
+        try:
+            reply: tuple[Any, ...] = ("ok", child.handle(op, args))
+        except BaseException as e:  # everything crosses the pipe; the parent decides what it means
+            reply = _error_reply(e)
+        try:
+            replies.send(reply)
+        except Exception as e:  # an unpicklable result
+            replies.send(_error_reply(e))
+
+
+# -- the parent ------------------------------------------------------------------------------------
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the worker was killed by {name}"
+    return f"the worker exited with status {returncode}"
+
+
+class _Process:
+    """One child process: its pipes, its log, and a request/response call with a timeout."""
+
+    def __init__(self, memory_mb: int) -> None:
+        parent_r, child_w = os.pipe()
+        child_r, parent_w = os.pipe()
+        # the child's stdout and stderr; closed by close()
+        self.log: IO[bytes] = tempfile.TemporaryFile(prefix="maskcert-worker-")  # noqa: SIM115
+        env = dict(os.environ)
+        env["MASKCERT_WORKER_SYS_PATH"] = json.dumps([p for p in sys.path if isinstance(p, str)])
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(child_r), str(child_w), str(memory_mb)],
+                pass_fds=(child_r, child_w),
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=self.log,
+                env=env,
+                close_fds=True,
+                start_new_session=True,  # a Ctrl-C at the terminal is the parent's to handle
+            )
+        finally:
+            os.close(child_r)
+            os.close(child_w)
+        self.requests = Connection(parent_w, readable=False)
+        self.replies = Connection(parent_r, writable=False)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            self.log.flush()
+            size = os.fstat(self.log.fileno()).st_size
+            self.log.seek(max(0, size - limit))
+            return self.log.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process that ignores SIGKILL
+            self.proc.wait(timeout=10)
+        for conn in (self.requests, self.replies):
+            conn.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.requests.send(("close", ()))
+                if self.replies.poll(2):
+                    self.replies.recv()
+                self.proc.wait(timeout=2)
+            except (OSError, EOFError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.log.close()
+
+
+def _shutdown(proc_box: list[_Process | None]) -> None:
+    proc = proc_box[0]
+    if proc is not None:
+        proc_box[0] = None
+        proc.close()
+
+
+class WorkerBackend:
+    """A backend adapter (registered name or ``module:Class``) running in a worker process.
+
+    ``timeout_s`` bounds every matcher call, ``compile_timeout_s`` every ``compile`` (default: four
+    times ``timeout_s``, at least 60 s), ``start_timeout_s`` the worker's start (imports, adapter
+    construction); ``memory_mb`` is the child's ``RLIMIT_AS`` (0: none). ``options`` go to the
+    adapter's constructor. Starting a worker takes a second or two (it imports the backend).
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        *,
+        options: dict[str, Any] | None = None,
+        timeout_s: float = 30.0,
+        compile_timeout_s: float | None = None,
+        memory_mb: int = 8192,
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        self.target = backend
+        self.options = dict(options or {})
+        self.timeout_s = timeout_s
+        self.compile_timeout_s = (
+            compile_timeout_s if compile_timeout_s is not None else max(60.0, 4 * timeout_s)
+        )
+        self.memory_mb = memory_mb
+        self.start_timeout_s = start_timeout_s
+        self.generation = 0
+        self.restarts = 0
+        self._lock = threading.RLock()
+        self._box: list[_Process | None] = [None]
+        self._finalizer = weakref.finalize(self, _shutdown, self._box)
+        self._sent_vocabularies: set[str] = set()
+        self._drops: tuple[list[int], list[int]] = ([], [])
+        self.name = backend
+        self.version = "unknown"
+        self.profile = DeclaredProfile()
+        self._start()
+
+    # -- process management -----------------------------------------------------------------------
+    def _start(self) -> None:
+        _shutdown(self._box)
+        self.generation += 1
+        self._sent_vocabularies = set()
+        self._drops = ([], [])
+        self._box[0] = _Process(self.memory_mb)
+        name, version, profile = self._call("start", (self.target, self.options), self.start_timeout_s)
+        self.name, self.version, self.profile = name, version, profile
+
+    def restart(self) -> None:
+        """A fresh worker (new generation): handles of the old one become stale."""
+        with self._lock:
+            self.restarts += 1
+            self._start()
+
+    def close(self) -> None:
+        """Stop the worker. A later ``compile`` starts a new one."""
+        with self._lock:
+            _shutdown(self._box)
+
+    def __enter__(self) -> WorkerBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._box[0]
+        return None if proc is None else proc.proc.pid
+
+    def log_tail(self, limit: int = 4000) -> str:
+        """The worker's last output (stdout and stderr): warnings, C++ check messages."""
+        proc = self._box[0]
+        return "" if proc is None else proc.log_tail(limit)
+
+    def _call(self, op: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        with self._lock:
+            proc = self._box[0]
+            if proc is None or not proc.alive():
+                code = None if proc is None else proc.proc.returncode
+                tail = "" if proc is None else proc.log_tail()
+                self._box[0] = None
+                raise WorkerCrashed(
+                    op, "no worker is running (" + _describe_exit(code) + ")", self.name, code, tail
+                )
+            if op != "start" and (self._drops[0] or self._drops[1]):
+                drops = (list(self._drops[0]), list(self._drops[1]))
+                self._drops[0].clear()
+                self._drops[1].clear()
+                self._exchange(proc, "drop", drops, timeout_s)
+            return self._exchange(proc, op, args, timeout_s)
+
+    def _exchange(self, proc: _Process, op: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        try:
+            proc.requests.send((op, args))
+        except (OSError, ValueError):
+            self._dead(proc, op)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                ready = proc.replies.poll(max(0.0, min(remaining, 0.5)))
+            except (OSError, EOFError):
+                self._dead(proc, op)
+            if ready:
+                break
+            if not proc.alive():
+                self._dead(proc, op)
+            if remaining <= 0:
+                tail = proc.log_tail()
+                proc.kill()
+                self._box[0] = None
+                raise WorkerTimeout(op, timeout_s, self.name, tail)
+        try:
+            reply = proc.replies.recv()
+        except (OSError, EOFError):
+            self._dead(proc, op)
+        status = reply[0]
+        if status == "ok":
+            return reply[1]
+        if status == "memory":
+            raise WorkerMemoryExceeded(op, self.memory_mb, reply[1], self.name)
+        _, blob, type_name, message, tb = reply
+        exc: BaseException | None = None
+        if blob is not None:
+            try:
+                exc = pickle.loads(blob)
+            except Exception:
+                exc = None
+        if not isinstance(exc, Exception):  # unpicklable, or SystemExit / KeyboardInterrupt / a Rust panic:
+            raise RemoteError(op, type_name, message, tb, self.name)  # never re-raised as such here
+        raise exc from _RemoteTraceback(tb)
+
+    def _dead(self, proc: _Process, op: str) -> NoReturn:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.proc.wait(timeout=5)
+        code = proc.proc.poll()
+        tail = proc.log_tail()
+        proc.kill()
+        self._box[0] = None
+        raise WorkerCrashed(op, _describe_exit(code), self.name, code, tail)
+
+    def _check_generation(self, generation: int, op: str) -> None:
+        if generation != self.generation or self._box[0] is None:
+            raise WorkerCrashed(op, "stale handle: the worker that owned it has died or restarted", self.name)
+
+    def _drop(self, generation: int, kind: int, ident: int) -> None:
+        if generation == self.generation:
+            self._drops[kind].append(ident)
+
+    # -- the Backend protocol ---------------------------------------------------------------------
+    def compile(self, spec: Any, vocabulary: Any) -> CompileOutcome:
+        """Compile in the worker (starting a new one if the last died). Refusals are values."""
+        with self._lock:
+            if self._box[0] is None or not self._box[0].alive():
+                self.restart()
+            key = str(vocabulary.fingerprint)
+            payload = None if key in self._sent_vocabularies else vocabulary
+            outcome = self._call("compile", (spec, key, payload), self.compile_timeout_s)
+            self._sent_vocabularies.add(key)
+            if isinstance(outcome, Refused):
+                return outcome
+            _, cid, compile_ms = outcome
+            handle = RemoteHandle(self.generation, cid)
+            compiled = Compiled(handle, compile_ms)
+            weakref.finalize(compiled, self._drop, self.generation, 0, cid).atexit = False
+            return compiled
+
+    def matcher(self, compiled: Compiled) -> WorkerMatcher:
+        handle = compiled.handle
+        if not isinstance(handle, RemoteHandle):
+            raise StateError("WorkerBackend.matcher needs a Compiled returned by this WorkerBackend.compile")
+        with self._lock:
+            self._check_generation(handle.generation, "matcher")
+            mid, optional = self._call("matcher", (handle.id,), self.timeout_s)
+            return WorkerMatcher(self, handle.generation, mid, optional)
+
+
+class WorkerMatcher:
+    """A matcher living in a :class:`WorkerBackend`'s worker; every method is one round trip."""
+
+    def __init__(self, backend: WorkerBackend, generation: int, mid: int, optional: tuple[str, ...]) -> None:
+        self._backend = backend
+        self._generation = generation
+        self._mid = mid
+        self._optional = frozenset(optional)
+        weakref.finalize(self, backend._drop, generation, 1, mid).atexit = False
+
+    def _call(self, method: str, *args: Any) -> Any:
+        b = self._backend
+        with b._lock:
+            b._check_generation(self._generation, method)
+            return b._call("call", (self._mid, method, args), b.timeout_s)
+
+    def mask(self) -> np.ndarray:
+        return np.asarray(self._call("mask"))
+
+    def accept(self, token_id: int) -> TokenOutcome:
+        out: TokenOutcome = self._call("accept", int(token_id))
+        return out
+
+    def is_accepting(self) -> bool:
+        return bool(self._call("is_accepting"))
+
+    def is_terminated(self) -> bool:
+        return bool(self._call("is_terminated"))
+
+    def rollback(self, k: int) -> None:
+        self._call("rollback", k)
+
+    def fork(self) -> WorkerMatcher:
+        mid, optional = self._call("fork")
+        return WorkerMatcher(self._backend, self._generation, mid, optional)
+
+    def __getattr__(self, name: str) -> Any:
+        # forced_bytes / validate exist exactly when the worker's matcher has them
+        if name in ("forced_bytes", "validate") and name in self.__dict__.get("_optional", ()):
+            return lambda *args: self._call(name, *args)
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return f"WorkerMatcher({self._backend.name}, generation={self._generation}, id={self._mid})"
+
+
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+
+    def _conforms(backend: WorkerBackend, matcher: WorkerMatcher) -> tuple[Backend, BackendMatcher]:
+        return backend, matcher

@@ -1,0 +1,314 @@
+"""xgrammar behind the Backend protocol (``pip install xgrammar``; written against 0.2.9).
+
+Theory of operation. One ``xgrammar.GrammarCompiler`` per vocabulary fingerprint, built from the
+vocabulary's raw token bytes (``TokenizerInfo(encoded_vocab, VocabType.RAW, stop_token_ids=...)``:
+special ids become empty strings, which xgrammar classifies as special tokens and never allows).
+A matcher wraps one ``xgrammar.GrammarMatcher`` and the list of ids it accepted:
+
+* ``mask()`` is ``fill_next_token_bitmask`` into an int32 ``[ceil(V/32)]`` array — xgrammar's own
+  layout, EOS bits set by xgrammar itself. After EOS xgrammar refuses to compute a mask (its
+  ``Check failed: !IsStopTokenAccepted()``); the adapter answers the empty mask instead.
+* ``accept`` is ``accept_token``; a rejected token leaves xgrammar's state unchanged (documented in
+  ``GrammarMatcher.accept_token``), so no fork is needed before probing.
+* ``rollback(k)`` is xgrammar's ``rollback`` (unlimited since 0.1.2x: ``max_rollback_tokens`` is
+  deprecated and always -1); ``fork()`` is xgrammar's ``GrammarMatcher.fork`` (deep copy of the parser
+  state and token history). On an xgrammar without ``fork`` the adapter replays the accepted ids on
+  a new matcher — O(n) in the tokens accepted so far.
+* ``forced_bytes()`` is ``find_jump_forward_string`` (documented to stop before an incomplete UTF-8
+  character, so it may be shorter than the true forced continuation); ``validate(ids)`` accepts the
+  ids one by one and rolls back, the way vLLM's xgrammar backend checks speculative drafts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xgrammar as xgr
+
+from props.backends._common import NativeMatcher, PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.contract.backend import (
+    Accepted,
+    Backend,
+    BackendMatcher,
+    Compiled,
+    CompileOutcome,
+    DeclaredProfile,
+    Refused,
+    Rejected,
+    TokenOutcome,
+)
+from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
+from refdecoder._tokens import num_words
+
+__all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile"]
+
+_VERSION = dist_version("xgrammar")
+
+# xgrammar reports converter and parser errors as RuntimeError("[hh:mm:ss] /path/file.cc:LINE: message").
+# Those are its documented refusals ("Raises RuntimeError: When converting the json schema fails",
+# Grammar.from_json_schema / from_regex / from_ebnf docstrings). "Check failed" is a C++ assertion:
+# an internal bug, never a refusal, so it propagates.
+_CPP_PREFIX = re.compile(r"^\[[0-9:]+\]\s+\S+?:\d+:\s*")
+
+
+def declared_profile(
+    any_whitespace: bool = True, max_whitespace_cnt: int | None = None, strict_mode: bool = True
+) -> DeclaredProfile:
+    """The language xgrammar's ``compile_json_schema`` produces for these options.
+
+    Sources (xgrammar 0.2.9, ``xgrammar/compiler.py``, ``GrammarCompiler.compile_json_schema`` and
+    ``xgrammar/grammar.py``, ``Grammar.from_json_schema`` docstrings; confirmed on the EBNF that
+    ``Grammar.from_json_schema(...)`` prints):
+
+    * whitespace: ``any_whitespace=True`` (default) puts ``[ \\n\\r\\t]*`` in every gap -> ``"any"``;
+      ``max_whitespace_cnt=N`` bounds each gap to N characters -> ``N``; ``any_whitespace=False`` uses
+      ``separators``, and the adapter passes ``(",", ":")`` so that this is exactly ``"none"``
+      (xgrammar's own default there, ``(", ", ": ")``, is a fixed single space no profile expresses).
+    * property order: ``any_order=False`` (default) -> "properties follow the schema's declared order"
+      -> ``"schema"``. ``any_order=True`` drops required-key and uniqueness checks, which no profile
+      expresses, so the adapter does not offer it.
+    * ``strict_mode=True`` (default) "is equivalent to setting unevaluatedProperties and
+      unevaluatedItems to false" -> ``additional_properties_default=False``.
+    * keys admitted by ``additionalProperties``/``patternProperties`` are not remembered, so they can
+      repeat -> ``allow_duplicate_keys=True``; declared keys appear once, in order.
+    * strings: ``basic_escape ::= ["\\\\/bfnrt] | "u" hex{4}`` -> ``unicode_escapes=True``.
+    * ``format``: xgrammar compiles the formats it knows (date, time, date-time, email, uuid, ipv4,
+      ipv6, hostname, uri, ...) into regexes and ignores the rest -> ``"assert"`` (the reference
+      refuses formats it has no exact implementation for).
+    """
+    if not any_whitespace:
+        ws: Any = "none"
+    elif max_whitespace_cnt is not None:
+        ws = int(max_whitespace_cnt)
+    else:
+        ws = "any"
+    notes = [
+        f"xgrammar/compiler.py GrammarCompiler.compile_json_schema: any_whitespace={any_whitespace}, "
+        f"max_whitespace_cnt={max_whitespace_cnt}, strict_mode={strict_mode}, any_order=False",
+        "whitespace: [ \\n\\r\\t]* between JSON tokens (printed EBNF of Grammar.from_json_schema), none before or "
+        "after the top-level value -> top_level_whitespace=False",
+        "property order = schema order (any_order=False: 'properties follow the schema's declared order')",
+        "regex dialect: ECMAScript-like (xgrammar regex_converter); lookahead is ignored with a warning",
+        "EOS: stop_token_ids = the vocabulary's EOS ids; special ids are empty strings (never allowed)",
+    ]
+    if strict_mode:
+        notes.append(
+            "strict_mode=True also means unevaluatedItems=false: prefixItems without items admits no further "
+            "items -> additional_items_default=False"
+        )
+    return DeclaredProfile(
+        json=JsonProfile(
+            whitespace=ws,
+            property_order="schema",
+            additional_properties_default=not strict_mode,
+            allow_duplicate_keys=True,
+            unicode_escapes=True,
+            formats="assert",
+            top_level_whitespace=False,
+            additional_items_default=not strict_mode,
+        ),
+        canonical_tokenization_only=False,
+        # find_jump_forward_string stops before an incomplete UTF-8 character (its docstring).
+        jump_forward_prefix_ok=True,
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _Handle:
+    """What ``compile`` returns inside ``Compiled.handle``."""
+
+    grammar: Any  # xgrammar.CompiledGrammar
+    vocab_size: int
+    eos_ids: frozenset[int]
+    token_bytes: tuple[bytes | None, ...] = field(repr=False)
+
+
+def _refusal(e: RuntimeError) -> Refused | None:
+    text = str(e)
+    if "Check failed" in text:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    reason = _CPP_PREFIX.sub("", first).strip()
+    keyword = ""
+    if "regex" in reason.lower() or "Regex" in reason:
+        keyword = "pattern"
+    m = re.match(r"Unsupported (\w+)", reason)
+    if m:
+        keyword = m.group(1)
+    return Refused(f"xgrammar: {reason}", keyword, "")
+
+
+def _ebnf_literal(text: str) -> str:
+    """``text`` as an xgrammar EBNF string literal (JSON escapes, which its grammar parser accepts)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+class XGrammarBackend:
+    """xgrammar as a Backend. Options are xgrammar's own ``compile_json_schema`` options (see
+    :func:`declared_profile` for how each maps to the declared ``JsonProfile``)."""
+
+    name = "xgrammar"
+    version = _VERSION
+
+    def __init__(
+        self,
+        any_whitespace: bool = True,
+        max_whitespace_cnt: int | None = None,
+        strict_mode: bool = True,
+        max_threads: int = 8,
+        cache_enabled: bool = True,
+        max_compilers: int = 4,
+    ) -> None:
+        if max_whitespace_cnt is not None and (not any_whitespace or max_whitespace_cnt < 1):
+            raise ValueError(
+                "max_whitespace_cnt needs any_whitespace=True and a value >= 1 (xgrammar's rule)"
+            )
+        self.any_whitespace = any_whitespace
+        self.max_whitespace_cnt = max_whitespace_cnt
+        self.strict_mode = strict_mode
+        self.max_threads = max_threads
+        self.cache_enabled = cache_enabled
+        self.profile = declared_profile(any_whitespace, max_whitespace_cnt, strict_mode)
+        self._compilers: PerVocabulary[xgr.GrammarCompiler] = PerVocabulary(
+            self._build_compiler, max_compilers
+        )
+
+    def _compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
+        return self._compilers.get(vocabulary)
+
+    def _build_compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
+        encoded = [b if b is not None else b"" for b in vocabulary.token_bytes]
+        info = xgr.TokenizerInfo(
+            encoded,
+            xgr.VocabType.RAW,
+            vocab_size=len(encoded),
+            stop_token_ids=sorted(vocabulary.eos_ids),
+        )
+        compiler = xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=self.cache_enabled)
+        return compiler
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        """Compile with xgrammar; its converter/parser errors are refusals, assertion failures are not.
+
+        A ``JsonSchema`` is compiled with this backend's options (its ``profile`` is the reference's
+        business: the certifier compiles the reference with :attr:`profile`)."""
+        compiler = self._compiler(vocabulary)
+        t0 = time.perf_counter()
+        try:
+            if isinstance(spec, JsonSchema):
+                kwargs: dict[str, Any] = {
+                    "any_whitespace": self.any_whitespace,
+                    "strict_mode": self.strict_mode,
+                }
+                if not self.any_whitespace:
+                    kwargs["separators"] = (",", ":")
+                if self.max_whitespace_cnt is not None:
+                    kwargs["max_whitespace_cnt"] = self.max_whitespace_cnt
+                grammar = compiler.compile_json_schema(json.dumps(spec.schema), **kwargs)
+            elif isinstance(spec, Regex):
+                grammar = compiler.compile_regex(spec.pattern)
+            elif isinstance(spec, Gbnf):
+                grammar = compiler.compile_grammar(spec.text, root_rule_name=spec.root)
+            elif isinstance(spec, Choice):
+                if not spec.options:
+                    return Refused("xgrammar: an empty choice list has no EBNF form", "choice", "")
+                ebnf = "root ::= " + " | ".join(_ebnf_literal(o) for o in spec.options)
+                grammar = compiler.compile_grammar(ebnf)
+            else:
+                return Refused(f"xgrammar adapter: unknown spec type {type(spec).__name__}", "", "")
+        except RuntimeError as e:
+            refused = _refusal(e)
+            if refused is None:
+                raise
+            return refused
+        handle = _Handle(
+            grammar, len(vocabulary.token_bytes), frozenset(vocabulary.eos_ids), tuple(vocabulary.token_bytes)
+        )
+        return Compiled(handle, (time.perf_counter() - t0) * 1000)
+
+    def matcher(self, compiled: Compiled) -> XGrammarMatcher:
+        handle: _Handle = compiled.handle
+        return XGrammarMatcher(handle, xgr.GrammarMatcher(handle.grammar), [])
+
+
+class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
+    """One sequence on an ``xgrammar.GrammarMatcher`` (see the module docstring)."""
+
+    state_prefix = "xgrammar"
+
+    def mask(self) -> np.ndarray:
+        out = np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
+        if self._m.is_terminated():
+            return out  # xgrammar refuses to fill a mask after EOS; nothing is allowed then
+        self._m.fill_next_token_bitmask(out)
+        return out
+
+    def accept(self, token_id: int) -> TokenOutcome:
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._m.is_terminated()
+        )
+        if edge is not None:
+            return edge
+        data = self._h.token_bytes[token_id]
+        if not self._m.accept_token(token_id):
+            return Rejected(
+                token_id, data, self._state_id(), "xgrammar GrammarMatcher.accept_token returned False"
+            )
+        self._ids.append(token_id)
+        return Accepted(token_id, data, self._state_id(), self._m.is_terminated())
+
+    def is_accepting(self) -> bool:
+        return bool(self._m.is_completed()) and not self._m.is_terminated()
+
+    def is_terminated(self) -> bool:
+        return bool(self._m.is_terminated())
+
+    def rollback(self, k: int) -> None:
+        check_rollback(k, len(self._ids))
+        if k == 0:
+            return
+        self._m.rollback(k)
+        del self._ids[len(self._ids) - k :]
+
+    def fork(self) -> XGrammarMatcher:
+        fork = getattr(self._m, "fork", None)
+        if fork is not None:
+            return XGrammarMatcher(self._h, fork(), list(self._ids))
+        native = xgr.GrammarMatcher(self._h.grammar)  # older xgrammar: replay, O(n)
+        for t in self._ids:
+            if not native.accept_token(t):
+                raise RuntimeError(
+                    f"xgrammar replay diverged: token {t} accepted before is rejected on replay"
+                )
+        return XGrammarMatcher(self._h, native, list(self._ids))
+
+    def forced_bytes(self) -> bytes:
+        if self._m.is_terminated():
+            return b""
+        return str(self._m.find_jump_forward_string()).encode("utf-8")
+
+    def validate(self, ids: list[int]) -> int:
+        """How many leading ``ids`` xgrammar accepts one by one (then rolled back: state unchanged)."""
+        n = 0
+        for t in ids:
+            if not 0 <= t < self._h.vocab_size or self._m.is_terminated() or not self._m.accept_token(t):
+                break
+            n += 1
+        if n:
+            self._m.rollback(n)
+        return n
+
+    def __repr__(self) -> str:
+        return f"XGrammarMatcher(num_accepted={len(self._ids)}, terminated={self.is_terminated()})"
+
+
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+
+    def _conforms(backend: XGrammarBackend, matcher: XGrammarMatcher) -> tuple[Backend, BackendMatcher]:
+        return backend, matcher

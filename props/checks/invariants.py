@@ -1,0 +1,922 @@
+"""The invariants of DESIGN §4 as functions that return findings.
+
+Theory of operation. :func:`prepare` compiles one spec for one vocabulary on both sides — the
+reference for the backend's *declared* profile (so a deviation the backend declares is no finding)
+and the backend — and returns a :class:`Target`, or a :class:`NotChecked` saying which side refused
+(with a ``crash``/``limits`` finding when the backend failed rather than refused). Then:
+
+* :func:`check_walk` drives a backend matcher and a reference matcher through one token sequence
+  and compares the masks at every step (soundness, EOS, completeness at three levels, liveness,
+  UTF-8), stopping where the two stop agreeing on what was accepted;
+* :func:`adversarial_walk` lets the *backend* choose: at each step one of the tokens it allows,
+  favouring rare, long, byte-fallback, whitespace and EOS tokens (the choices come from a ``pick``
+  callable so Hypothesis can draw and shrink them);
+* :func:`check_invalid` walks an invalid instance: a backend that lets it finish is unsound (or,
+  when the reference refused the spec, ignores a keyword it should have refused: ``refusal``);
+* :func:`check_serving` checks fork isolation, rollback ≡ replay, speculative validation,
+  jump-forward and determinism along a valid walk.
+
+Every difference becomes a :class:`~props.contract.findings.Finding` with a certificate. A completeness
+certificate is a full string of the language that goes through the masked token, found by the
+reference and then validated *independently* (``props.corpus.validate_output``); a soundness
+certificate is the prefix and token plus, when the backend can be driven to finish, the finished
+output and the independent validator's objection. When the independent validator disagrees with the
+reference the observation is not a finding — it is recorded in ``Target.self_check`` (a reference
+or validator bug, reported separately).
+
+Masks are compared as sets: EOS is one verdict ("is any EOS id allowed"), special non-EOS ids are
+never allowed. Each check increments ``Target.checks[invariant]`` (the report's "checks" column).
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import refdecoder
+from props.checks.witness import canonical_ids, shortest_completion, splits_character
+from props.contract.backend import Compiled, DeclaredProfile, Refused
+from props.contract.findings import Finding, SpecRef
+from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec, TokenGrammar
+from refdecoder import Matcher as RefMatcher
+from refdecoder._tokens import num_words
+
+__all__ = [
+    "Target",
+    "NotChecked",
+    "make_spec",
+    "profile_spec_ref",
+    "prepare",
+    "check_walk",
+    "adversarial_walk",
+    "check_invalid",
+    "check_serving",
+    "backend_failure",
+]
+
+# How many distinct tokens of one kind of difference get certified at one step (the rest are
+# counted in the certificate): certificates cost backend calls.
+_PER_STEP = 2
+_COMPLETION_STEPS = 48  # tokens the backend may take to finish a soundness completion
+_SEGMENTATION_FORKS = 256  # backend forks when searching a segmentation of a witness
+UNDECIDED = "undecided"  # Target.validate: the independent validator cannot judge this output
+
+
+def make_spec(ref: SpecRef, profile: JsonProfile) -> Spec:
+    """The refdecoder spec of ``ref`` under the backend's declared JSON profile."""
+    if ref.kind == "json_schema":
+        return JsonSchema(ref.source, profile)
+    if ref.kind == "regex":
+        return Regex(ref.source)
+    if ref.kind == "gbnf":
+        src = ref.source
+        return Gbnf(src.get("text", ""), src.get("root", "root")) if isinstance(src, dict) else Gbnf(src)
+    return Choice(tuple(ref.source))
+
+
+def profile_spec_ref(ref: SpecRef, profile: DeclaredProfile) -> SpecRef:
+    """``ref`` carrying the profile the language is judged under (the independent validator reads it)."""
+    if ref.kind != "json_schema":
+        return ref
+    return SpecRef(ref.kind, ref.source, ref.name, ref.corpus, profile.json.as_dict())
+
+
+@dataclass(frozen=True)
+class NotChecked:
+    """A spec that could not be compared: ``side`` refused (``"reference"``, ``"backend"``, ``"both"``)
+    or failed; ``findings`` holds a ``crash``/``limits`` finding when the backend failed."""
+
+    side: str
+    reason: str
+    findings: tuple[Finding, ...] = ()
+    backend_compiled: Compiled | None = None
+
+
+@dataclass
+class Target:
+    """One spec compiled for one vocabulary on both sides, and what checking it has recorded."""
+
+    backend: Any
+    spec: SpecRef  # with the declared profile (see profile_spec_ref)
+    vocab: Any
+    reference: TokenGrammar
+    compiled: Compiled
+    profile: DeclaredProfile
+    checks: Counter[str] = field(default_factory=Counter)
+    timings: dict[str, list[float]] = field(
+        default_factory=lambda: {"backend_mask_ms": [], "reference_mask_ms": [], "backend_compile_ms": []}
+    )
+    self_check: list[str] = field(default_factory=list)
+    declared: Counter[str] = field(default_factory=Counter)  # differences the declared profile explains
+    # At most ``cap`` certified findings of each kind per target (certificates cost backend calls, and
+    # one defect shows at many steps); further observations are counted in ``suppressed``.
+    cap: int = 3
+    certified: Counter[str] = field(default_factory=Counter)
+    suppressed: Counter[str] = field(default_factory=Counter)
+    _seen: set[tuple[Any, ...]] = field(default_factory=set)
+    # Instances walked, by "valid|invalid/source" (corpus, reference, hypothesis-jsonschema, ...), and
+    # why a source gave none: the report shows both, so a source that stops producing is seen.
+    instances: Counter[str] = field(default_factory=Counter)
+    instance_notes: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        v = self.vocab
+        self.size = len(v)
+        self.eos = np.array(sorted(v.eos_ids), dtype=np.int64)
+        self.text = np.zeros(self.size, dtype=bool)
+        self.text[list(v.text_ids)] = True  # the vocabulary caches its text ids
+        self.timings["backend_compile_ms"].append(self.compiled.compile_ms)
+
+    # -- building findings ------------------------------------------------------------------------
+    def finding(self, invariant: str, prefix_ids: Sequence[int], **kw: Any) -> Finding:
+        return Finding(
+            invariant=invariant,
+            backend=self.backend.name,
+            backend_version=self.backend.version,
+            spec=self.spec,
+            tokenizer=self.vocab.name,
+            tokenizer_fingerprint=self.vocab.fingerprint,
+            prefix_ids=tuple(prefix_ids),
+            prefix_bytes=self.vocab.decode(prefix_ids) if prefix_ids else b"",
+            **kw,
+        )
+
+    def matcher(self, compiled: Compiled | None = None) -> Guarded:
+        return Guarded(_call("matcher", self.backend.matcher, compiled or self.compiled))
+
+    def compile_again(self) -> Any:
+        return _call("compile", self.backend.compile, make_spec(self.spec, self.profile.json), self.vocab)
+
+    def fault(self, e: BackendFault, prefix: Sequence[int] = ()) -> Finding:
+        f = backend_failure(self.backend, self.spec, self.vocab, e.operation, e.error)
+        return f.with_(prefix_ids=tuple(prefix), prefix_bytes=self.vocab.decode(prefix) if prefix else b"")
+
+    def fresh(self) -> None:
+        """Forget what was seen and certified: each Hypothesis example must judge on its own, or a
+        replay during shrinking would not fail the way the first run did."""
+        self._seen = set()
+        self.certified = Counter()
+
+    def may_certify(self, kind: str) -> bool:
+        """Whether another finding of ``kind`` gets a certificate on this target (see ``cap``)."""
+        if self.certified[kind] >= self.cap:
+            self.suppressed[kind] += 1
+            return False
+        self.certified[kind] += 1
+        return True
+
+    def first_time(self, *key: Any) -> bool:
+        """True the first time a (kind, token bytes, verdict) difference is seen on this target."""
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    # -- masks --------------------------------------------------------------------------------------
+    def backend_mask(self, m: Any) -> np.ndarray:
+        t0 = time.perf_counter()
+        packed = m.mask()
+        self.timings["backend_mask_ms"].append((time.perf_counter() - t0) * 1000)
+        return mask_bits(packed, self.size)
+
+    def reference_mask(self, r: RefMatcher) -> np.ndarray:
+        t0 = time.perf_counter()
+        packed = r.mask()
+        self.timings["reference_mask_ms"].append((time.perf_counter() - t0) * 1000)
+        return mask_bits(packed, self.size)
+
+    def eos_of(self, bits: np.ndarray) -> bool:
+        return bool(bits[self.eos].any()) if len(self.eos) else False
+
+    def token_bytes(self, token_id: int) -> bytes | None:
+        b = self.vocab.token_bytes[token_id]
+        return None if b is None else bytes(b)
+
+    def validate(self, data: bytes) -> str | None:
+        """The independent validator's objection to ``data`` (None: valid); :data:`UNDECIDED` when it
+        cannot judge (then no certificate is built on it)."""
+        from props.corpus import CorpusError, validate_output
+
+        try:
+            return validate_output(self.spec, data)
+        except CorpusError as e:
+            self.self_check.append(f"{self.spec.name}: the independent validator cannot judge {data[:80]!r}: {e}")
+            return UNDECIDED
+
+    def validator_name(self) -> str:
+        return {
+            "json_schema": "json.loads + jsonschema (Draft 2020-12) + profile checks",
+            "regex": "re.fullmatch",
+            "gbnf": "props.corpus.gbnf_check (independent Earley parser)",
+            "choice": "membership in the choice list",
+        }[self.spec.kind]
+
+
+def mask_bits(mask: Any, size: int) -> np.ndarray:
+    """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
+    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype=np.int32).astype("<i4")
+    return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
+
+
+class BackendFault(Exception):
+    """An exception raised by backend code (not by maskcert): it becomes a ``crash``/``limits`` finding.
+    Exceptions from maskcert's own code are not caught: they are bugs and must be loud."""
+
+    def __init__(self, operation: str, error: BaseException) -> None:
+        self.operation = operation
+        self.error = error
+        super().__init__(f"{operation}: {type(error).__name__}: {error}")
+
+
+def _call(operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (STYLE §7)
+        raise BackendFault(operation, e) from e
+
+
+class Guarded:
+    """A backend matcher whose exceptions arrive as :class:`BackendFault` (see the module doc)."""
+
+    forced_bytes: Callable[[], Any] | None
+    validate: Callable[[list[int]], Any] | None
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.forced_bytes = (lambda: _call("forced_bytes", inner.forced_bytes)) if hasattr(inner, "forced_bytes") else None
+        self.validate = (lambda ids: _call("validate", inner.validate, ids)) if hasattr(inner, "validate") else None
+
+    def mask(self) -> Any:
+        return _call("mask", self.inner.mask)
+
+    def accept(self, token_id: int) -> Any:
+        return _call("accept", self.inner.accept, token_id)
+
+    def is_accepting(self) -> bool:
+        return bool(_call("is_accepting", self.inner.is_accepting))
+
+    def rollback(self, k: int) -> None:
+        _call("rollback", self.inner.rollback, k)
+
+    def fork(self) -> Guarded:
+        return Guarded(_call("fork", self.inner.fork))
+
+
+# -- preparing a target ---------------------------------------------------------------------------
+def backend_failure(backend: Any, spec: SpecRef, vocab: Any, operation: str, e: BaseException) -> Finding:
+    """A ``crash`` (or ``limits``, for worker timeouts and memory) finding for an exception from backend code."""
+    kind = getattr(e, "kind", "crash")
+    invariant = "limits" if kind == "limits" else "crash"
+    return Finding(
+        invariant=invariant,
+        backend=getattr(backend, "name", "?"),
+        backend_version=getattr(backend, "version", "?"),
+        spec=spec,
+        tokenizer=vocab.name,
+        tokenizer_fingerprint=vocab.fingerprint,
+        backend_verdict=f"{type(e).__name__} during {operation}",
+        reference_verdict="a typed outcome (Compiled/Refused, Accepted/Rejected)",
+        message=f"{operation}: {type(e).__name__}: {str(e)[:500]}",
+        certificate={
+            "operation": operation,
+            "exception": type(e).__name__,
+            "detail": str(e)[:4000],
+            "log_tail": str(getattr(e, "log_tail", ""))[-2000:],
+        },
+    )
+
+
+def prepare(backend: Any, spec: SpecRef, vocab: Any, limits: refdecoder.Limits | None = None) -> Target | NotChecked:
+    """Compile ``spec`` on both sides for ``vocab``; a :class:`Target` when both compiled."""
+    profile: DeclaredProfile = backend.profile
+    judged = profile_spec_ref(spec, profile)
+    ref_reason = ""
+    reference: TokenGrammar | None = None
+    try:
+        grammar = refdecoder.compile(make_spec(spec, profile.json), limits)
+        reference = TokenGrammar(grammar, vocab)
+    except refdecoder.Unsupported as e:
+        ref_reason = f"unsupported {e.keyword} at {e.json_pointer or '/'}: {e.reason}"
+    except refdecoder.LimitExceeded as e:
+        ref_reason = str(e)
+    except refdecoder.SpecError as e:
+        ref_reason = f"invalid spec: {e}"
+    try:
+        outcome = backend.compile(make_spec(spec, profile.json), vocab)
+    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (STYLE §7)
+        f = backend_failure(backend, judged, vocab, "compile", e)
+        return NotChecked("backend", f.message, (f,))
+    if isinstance(outcome, Refused):
+        side = "both" if reference is None else "backend"
+        reason = outcome.reason if reference is not None else f"backend: {outcome.reason}; reference: {ref_reason}"
+        return NotChecked(side, reason)
+    if reference is None:
+        return NotChecked("reference", ref_reason, backend_compiled=outcome)
+    return Target(backend, judged, vocab, reference, outcome, profile)
+
+
+# -- one step -------------------------------------------------------------------------------------
+def _complete_with_backend(t: Target, m: Any, steps: int = _COMPLETION_STEPS) -> tuple[bytes, list[int], bool]:
+    """Let the backend finish from ``m`` (a fork): EOS as soon as it is allowed, else the allowed
+    token that most likely closes the structure. Returns (bytes, ids, finished)."""
+    ids: list[int] = []
+    closing = [t.vocab.index.ids_by_bytes.get(bytes([c]), ()) for c in b'}]"0,:1tfn']
+    for _ in range(steps):
+        bits = t.backend_mask(m)
+        allowed_eos = [int(e) for e in t.eos if bits[e]]
+        if allowed_eos:
+            m.accept(allowed_eos[0])
+            return t.vocab.decode(ids), ids, True
+        choice = next((i for group in closing for i in group if bits[i]), None)
+        if choice is None:
+            allowed = np.flatnonzero(bits & t.text)
+            if not len(allowed):
+                return t.vocab.decode(ids), ids, False
+            choice = int(min(allowed, key=lambda i: (len(t.vocab.token_bytes[i]), i)))
+        out = m.accept(int(choice))
+        if _rejected(out):
+            return t.vocab.decode(ids), ids, False
+        ids.append(int(choice))
+    return t.vocab.decode(ids), ids, False
+
+
+def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, also: int) -> Finding | None:
+    tb = t.token_bytes(token)
+    cert: dict[str, Any] = {"prefix": t.vocab.decode(prefix), "token": tb, "also_allowed": also}
+    rest_ids: list[int] = []
+    try:
+        fork = m.fork()
+        if _rejected(fork.accept(token)):
+            cert["accept"] = "mask() allows the token but accept() rejects it"
+            rest, rest_ids, finished = b"", [], False
+        else:
+            rest, rest_ids, finished = _complete_with_backend(t, fork)
+    except BackendFault as e:  # the certificate is optional; the finding stands
+        rest, rest_ids, finished = b"", [], False
+        cert["completion_error"] = str(e)
+    if finished:
+        output = t.vocab.decode([*prefix, token]) + rest
+        error = t.validate(output)
+        if error == UNDECIDED:
+            return None
+        if error is None:
+            t.self_check.append(
+                f"{t.spec.name}: the reference says {tb!r} after {t.vocab.decode(prefix)!r} has no completion, "
+                f"but {t.validator_name()} accepts the backend's output {output!r}"
+            )
+            return None
+        cert.update(completion=output, completion_ids=[*prefix, token, *rest_ids], validator_error=error,
+                    validated_by=t.validator_name())  # fmt: skip
+    return t.finding(
+        "soundness",
+        prefix,
+        token_id=token,
+        token_bytes=tb,
+        backend_verdict="allowed",
+        reference_verdict="masked: no string of the language continues this prefix with this token",
+        message=f"allows token {token} {tb!r} after {len(prefix)} tokens, but no valid output continues that way"
+        + (" (the backend then finished an output the validator rejects)" if "completion" in cert else ""),
+        certificate=cert,
+        walk=walk,
+    )
+
+
+def _witness(t: Target, r: RefMatcher, token: int) -> tuple[bytes, bytes] | None:
+    """(completion after the token, full witness) from the reference, independently validated."""
+    fork = r.fork()
+    fork.accept(token)
+    state = fork.state
+    if state is refdecoder.TERMINATED:
+        return None
+    rest = shortest_completion(t.reference.grammar, state)
+    if rest is None:
+        return None
+    full = t.vocab.decode(fork.accepted_ids()) + rest
+    error = t.validate(full)
+    if error == UNDECIDED:
+        return None
+    if error is not None:
+        t.self_check.append(f"{t.spec.name}: the reference's witness {full!r} is rejected by {t.validator_name()}: {error}")
+        return None
+    return rest, full
+
+
+def _passes(t: Target, ids: Sequence[int], final_eos: bool = True) -> bool:
+    """Whether a fresh backend matcher accepts ``ids`` (then EOS)."""
+    m = t.matcher()
+    for i in ids:
+        if type(m.accept(int(i))).__name__ == "Rejected":
+            return False
+    if not final_eos:
+        return True
+    bits = t.backend_mask(m)
+    return t.eos_of(bits)
+
+
+def _segmentation_exists(t: Target, data: bytes) -> bool | None:
+    """Depth-first over segmentations of ``data`` that the backend allows, forking at each choice:
+    True if one reaches EOS, False if none does (exhaustive), None if the fork budget ran out."""
+    index = t.vocab.index
+    reach = index.reach(data)
+    budget = [_SEGMENTATION_FORKS]
+
+    def dfs(m: Any, i: int) -> bool | None:
+        bits = t.backend_mask(m)
+        if i == len(data):
+            return t.eos_of(bits)
+        unknown = False
+        for tok, end in sorted(index.matches(data, i), key=lambda te: -te[1]):
+            if not reach[end] or not bits[tok]:
+                continue
+            if budget[0] <= 0:
+                return None
+            budget[0] -= 1
+            child = m.fork()
+            if type(child.accept(tok)).__name__ == "Rejected":
+                continue
+            found = dfs(child, end)
+            if found:
+                return True
+            unknown = unknown or found is None
+        return None if unknown else False
+
+    return dfs(t.matcher(), 0)
+
+
+def _completeness(
+    t: Target, prefix: Sequence[int], token: int, r: RefMatcher, walk: str, canonical_next: bool, also: int
+) -> Finding | None:
+    tb = t.token_bytes(token)
+    assert tb is not None
+    w = _witness(t, r, token)
+    if w is None:
+        return None
+    rest, full = w
+    canon = canonical_ids(t.vocab, full)
+    rest_ids = t.vocab.index.fewest_tokens(rest) if rest else []
+    witness_ids = None if rest_ids is None else [*prefix, token, *rest_ids]
+    cert: dict[str, Any] = {
+        "witness": full,
+        "witness_ids": witness_ids,
+        "canonical_ids": list(canon) if canon is not None else None,
+        "validated_by": t.validator_name(),
+        "also_masked": also,
+    }
+    if splits_character(tb):
+        invariant = "utf8"
+        level = "a token that splits a UTF-8 character"
+    elif canon is not None and _passes(t, canon):
+        invariant, level = "completeness_token", "the canonical encoding of the witness passes; this segmentation does not"
+    else:
+        exists = _segmentation_exists(t, full)
+        cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[exists]
+        if exists is False:
+            invariant, level = "completeness_byte", "no segmentation of the witness passes"
+        elif canon is not None or canonical_next:
+            invariant, level = "completeness_canonical", "the tokenizer's own encoding of the witness is blocked"
+        else:
+            invariant, level = "completeness_token", "this segmentation of the witness is blocked"
+    if t.profile.canonical_tokenization_only and invariant in ("completeness_token", "utf8"):
+        t.declared["canonical_tokenization_only"] += 1
+        return None
+    return t.finding(
+        invariant,
+        prefix,
+        token_id=token,
+        token_bytes=tb,
+        backend_verdict="masked",
+        reference_verdict=f"allowed: {full!r} is valid and continues with this token",
+        message=f"masks token {token} {tb!r} after {len(prefix)} tokens though a valid string goes through it ({level})",
+        certificate=cert,
+        walk=walk,
+    )
+
+
+def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Finding:
+    data = t.vocab.decode(prefix)
+    error = t.validate(data)
+    cert: dict[str, Any] = {"output": data, "validated_by": t.validator_name(), "validator_error": error}
+    if backend_eos:
+        verdict, ref = "EOS offered", "EOS masked: the prefix is not in the language"
+        msg = f"offers EOS after {data!r}, which is not a complete valid output"
+        if error is None:
+            t.self_check.append(f"{t.spec.name}: reference rejects {data!r} as complete but {t.validator_name()} accepts it")
+    else:
+        verdict, ref = "EOS masked", "EOS allowed: the prefix is a complete valid output"
+        msg = f"does not offer EOS after {data!r}, a complete valid output"
+        if error is not None:
+            t.self_check.append(f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}")
+    return t.finding("eos", prefix, token_id=int(t.eos[0]) if len(t.eos) else None,
+                     token_bytes=None, backend_verdict=verdict, reference_verdict=ref,
+                     message=msg, certificate=cert, walk=walk)  # fmt: skip
+
+
+def compare_step(
+    t: Target, m: Any, r: RefMatcher, prefix: Sequence[int], walk: str, next_id: int | None = None
+) -> list[Finding]:
+    """Compare the backend's mask with the ideal mask after ``prefix`` (both matchers there)."""
+    bm = t.backend_mask(m)
+    rm = t.reference_mask(r)
+    found: list[Finding] = []
+    for inv in ("soundness", "completeness_token", "eos", "liveness"):
+        t.checks[inv] += 1
+    b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
+    b_text, r_text = bm & t.text, rm & t.text
+    if not b_text.any() and not b_eos and (r_text.any() or r_eos):
+        found.append(t.finding("liveness", prefix, backend_verdict="empty mask",
+                               reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
+                               message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
+                               certificate={"prefix": t.vocab.decode(prefix)}, walk=walk))  # fmt: skip
+        return found
+    if b_eos != r_eos and t.first_time("eos", t.vocab.decode(prefix), b_eos) and t.may_certify("eos"):
+        found.append(_eos(t, prefix, b_eos, walk))
+    elif b_eos == r_eos and bool(m.is_accepting()) != r.is_accepting() and t.first_time("accepting", len(prefix)):
+        # The mask's EOS bit is right but is_accepting() says otherwise: callers that stop on it are wrong.
+        said = bool(m.is_accepting())
+        found.append(t.finding("eos", prefix, backend_verdict=f"is_accepting() is {said}",
+                               reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
+                               message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
+                                       f"{'offers' if b_eos else 'masks'} EOS",
+                               certificate={"operations": [["accept", int(i)] for i in prefix] + [["accepting"]],
+                                            "observed": said, "expected": r.is_accepting()}, walk=walk))  # fmt: skip
+    specials = bm & ~t.text
+    specials[t.eos] = False
+    extra = np.flatnonzero((b_text & ~r_text) | specials)
+    missing = np.flatnonzero(r_text & ~b_text)
+    if len(extra):
+        picks = sorted(extra.tolist(), key=lambda i: (len(t.vocab.token_bytes[i] or b""), i))
+        done = 0
+        for tok in picks:
+            if done >= _PER_STEP:
+                break
+            if not t.first_time("soundness", t.token_bytes(tok)):
+                continue
+            if not t.may_certify("soundness"):
+                break
+            f = _soundness(t, prefix, tok, m, walk, len(extra))
+            done += 1
+            if f is not None:
+                found.append(f)
+    if len(missing):
+        order = sorted(missing.tolist(), key=lambda i: (i != next_id, len(t.vocab.token_bytes[i] or b""), i))
+        done = 0
+        for tok in order:
+            if done >= _PER_STEP:
+                break
+            if not t.first_time("completeness", t.token_bytes(tok)):
+                continue
+            if not t.may_certify("completeness"):
+                break
+            f = _completeness(t, prefix, tok, r, walk, tok == next_id and walk == "canonical", len(missing))
+            done += 1
+            if f is not None:
+                found.append(f)
+    return found
+
+
+# -- walks ----------------------------------------------------------------------------------------
+def _rejected(outcome: Any) -> bool:
+    return type(outcome).__name__ == "Rejected"
+
+
+def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = True) -> list[Finding]:
+    """Masks compared at every step of ``ids`` (a sequence the reference accepts), then EOS."""
+    found: list[Finding] = []
+    try:
+        m = t.matcher()
+        r = RefMatcher(t.reference)
+        for k, tok in enumerate(ids):
+            found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok))
+            ref_out = r.accept(int(tok))
+            if _rejected(ref_out):
+                raise ValueError(f"walk {walk!r} is not in the language at step {k} (token {tok})")
+            if _rejected(m.accept(int(tok))):
+                if not any(f.step == k and f.token_id == tok for f in found) and t.first_time("accept", k, tok):
+                    f = _completeness(t, ids[:k], int(tok), _ref_at(t, ids[:k]), walk, walk == "canonical", 0)
+                    if f is not None:
+                        found.append(f.with_(backend_verdict="accept() rejected it"))
+                return found
+        found += compare_step(t, m, r, ids, walk)
+        if end_with_eos and r.is_accepting() and len(t.eos):
+            eos = int(t.eos[0])
+            if _rejected(m.accept(eos)) and not any(f.invariant == "eos" for f in found):
+                found.append(_eos(t, ids, False, walk).with_(backend_verdict="accept(EOS) rejected"))
+    except BackendFault as e:  # backend exceptions are findings (STYLE §7)
+        found.append(t.fault(e))
+    return found
+
+
+def _ref_at(t: Target, prefix: Sequence[int]) -> RefMatcher:
+    r = RefMatcher(t.reference)
+    for i in prefix:
+        r.accept(int(i))
+    return r
+
+
+def _weight(t: Target, tok: int) -> float:
+    """Adversarial preference: EOS, byte-fallback, long, whitespace and rare (high-id) tokens."""
+    if tok in t.vocab.eos_ids:
+        return 4.0
+    b = t.vocab.token_bytes[tok] or b""
+    w = 1.0 + min(len(b), 16) / 4
+    if tok in t.vocab.byte_fallback_ids:
+        w += 3
+    if any(c in b" \t\n\r" for c in b):
+        w += 2
+    if splits_character(b):
+        w += 2
+    return w + 2 * tok / max(1, t.size)
+
+
+def weighted_picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
+    """A ``pick`` for :func:`adversarial_walk` from a seeded RNG."""
+
+    def pick(t: Target, allowed: list[int]) -> int:
+        return rng.choices(allowed, weights=[_weight(t, i) for i in allowed])[0]
+
+    return pick
+
+
+def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_steps: int = 40) -> list[Finding]:
+    """Let the backend choose among its own allowed tokens (through ``pick``), masks compared at
+    every step; stops at EOS, at the first token the reference rejects, or after ``max_steps``."""
+    found: list[Finding] = []
+    ids: list[int] = []
+    try:
+        m = t.matcher()
+        r = RefMatcher(t.reference)
+        for _ in range(max_steps):
+            found += compare_step(t, m, r, ids, "adversarial")
+            bits = t.backend_mask(m)
+            allowed = np.flatnonzero(bits).tolist()
+            if not allowed:
+                break
+            tok = int(pick(t, allowed))
+            if _rejected(r.accept(tok)):
+                break  # compare_step has reported it (soundness or eos)
+            if _rejected(m.accept(tok)):
+                found.append(t.finding("determinism", ids, token_id=tok, token_bytes=t.token_bytes(tok),
+                                       backend_verdict="allowed by mask(), rejected by accept()",
+                                       reference_verdict="accepted",
+                                       message=f"mask() allows token {tok} but accept() rejects it",
+                                       certificate={"operations": [["accept", i] for i in ids] + [["mask"], ["accept", tok]],
+                                                    "observed": "rejected", "expected": "accepted"},
+                                       walk="adversarial"))  # fmt: skip
+                break
+            if tok in t.vocab.eos_ids:
+                break
+            ids.append(tok)
+    except BackendFault as e:
+        found.append(t.fault(e, ids))
+    return found
+
+
+def check_invalid(backend: Any, compiled: Compiled, spec: SpecRef, vocab: Any, data: bytes, why: str,
+                  reference_compiled: bool) -> list[Finding]:  # fmt: skip
+    """A backend must not let an invalid output finish: walk ``data``'s canonical (else fewest-token)
+    encoding and offer EOS. ``why`` is the independent validator's objection to ``data``."""
+    ids = canonical_ids(vocab, data) or vocab.index.fewest_tokens(data)
+    if ids is None:
+        return []
+    try:
+        m = Guarded(_call("matcher", backend.matcher, compiled))
+        for i in ids:
+            if _rejected(m.accept(int(i))):
+                return []
+        bits = mask_bits(m.mask(), len(vocab))
+        eos = [e for e in sorted(vocab.eos_ids) if bits[e]]
+        if not eos:
+            return []
+    except BackendFault as e:
+        return [backend_failure(backend, spec, vocab, e.operation, e.error)]
+    invariant = "soundness" if reference_compiled else "refusal"
+    return [
+        Finding(
+            invariant=invariant,
+            backend=backend.name,
+            backend_version=backend.version,
+            spec=spec,
+            tokenizer=vocab.name,
+            tokenizer_fingerprint=vocab.fingerprint,
+            prefix_ids=tuple(ids),
+            prefix_bytes=data,
+            token_id=eos[0],
+            token_bytes=None,
+            backend_verdict="accepts the whole output and offers EOS",
+            reference_verdict=f"invalid: {why}",
+            message=f"lets the invalid output {data[:200]!r} finish"
+            + ("" if reference_compiled else " (the reference refuses this spec: the backend should refuse or enforce it)"),
+            certificate={"completion": data, "completion_ids": list(ids), "invalid_ids": list(ids),
+                         "invalid_text": data, "validator_error": why},  # fmt: skip
+            walk="invalid-instance",
+        )
+    ]
+
+
+# -- serving invariants ---------------------------------------------------------------------------
+def _mask_key(bits: np.ndarray) -> bytes:
+    return np.packbits(bits).tobytes()
+
+
+def check_serving(t: Target, ids: Sequence[int]) -> list[Finding]:
+    """Fork, rollback, speculative, jump-forward and determinism along a valid walk ``ids``."""
+    found: list[Finding] = []
+    try:
+        # Only the part of the walk the backend itself accepts: a rejection is the mask checks' finding.
+        m = t.matcher()
+        n = 0
+        while n < len(ids) and not _rejected(m.accept(int(ids[n]))):
+            n += 1
+        ids = list(ids[:n])
+        if n == 0:
+            return found
+        ops_to = [["accept", int(i)] for i in ids]
+        found += _fork_check(t, ids, ops_to)
+        found += _rollback_check(t, ids, ops_to)
+        found += _speculative_check(t, ids, ops_to)
+        found += _jump_forward_check(t, ids, ops_to)
+        found += _determinism_check(t, ids, ops_to)
+    except BackendFault as e:
+        found.append(t.fault(e))
+    return found
+
+
+def _serving_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[Any]], observed: Any,
+                     expected: Any, message: str) -> Finding:  # fmt: skip
+    return t.finding(inv, prefix, backend_verdict=str(observed)[:200], reference_verdict=str(expected)[:200],
+                     message=message, certificate={"operations": ops, "observed": observed, "expected": expected},
+                     walk="serving")  # fmt: skip
+
+
+def mask_json(bits: np.ndarray) -> dict[str, Any]:
+    """A mask in a certificate: the packed bitmask (xgrammar's int32 layout, little-endian bytes),
+    zlib-compressed and base64-encoded, so a reproducer can compare whole masks exactly."""
+    words = np.packbits(bits, bitorder="little").tobytes()
+    return {"bitmask_zlib_b64": base64.b64encode(zlib.compress(words, 9)).decode("ascii"),
+            "allowed_count": int(bits.sum()), "size": int(len(bits))}  # fmt: skip
+
+
+def _mask_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[Any]], got: np.ndarray,
+                  want: np.ndarray, meaning: str, message: str) -> Finding:  # fmt: skip
+    f = _serving_finding(t, inv, prefix, ops, mask_json(got), mask_json(want), message)
+    cert = {**f.certificate, "difference": _diff_summary(got, want), "expected_meaning": meaning}
+    return f.with_(certificate=cert, backend_verdict=str(_diff_summary(got, want))[:200], reference_verdict=meaning)
+
+
+def _diff_summary(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
+    extra = np.flatnonzero(got & ~want)
+    missing = np.flatnonzero(want & ~got)
+    return {"extra_ids": extra[:8].tolist(), "missing_ids": missing[:8].tolist(),
+            "extra_count": int(len(extra)), "missing_count": int(len(missing))}  # fmt: skip
+
+
+def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+    k = len(ids) // 2
+    m = t.matcher()
+    for i in ids[:k]:
+        m.accept(int(i))
+    before = t.backend_mask(m)
+    child = m.fork()
+    steps = [int(i) for i in ids[k : k + 3]]
+    for i in steps:
+        child.accept(i)
+    after = t.backend_mask(m)
+    t.checks["fork"] += 1
+    ops = ops_to[:k] + [["mask"], ["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["switch", 0], ["mask"]]
+    if not np.array_equal(before, after):
+        return [_mask_finding(t, "fork", ids[:k], ops, after, before, "the parent's mask unchanged",
+                                 f"advancing a fork by {len(steps)} tokens changed its parent's mask")]  # fmt: skip
+    # The fork must behave like a fresh matcher given the same tokens (differences from the *ideal*
+    # mask are the mask comparisons' business, not fork isolation's).
+    child_bits = t.backend_mask(child)
+    fresh = t.matcher()
+    for i in [*ids[:k], *steps]:
+        fresh.accept(int(i))
+    want = t.backend_mask(fresh)
+    if not np.array_equal(child_bits, want):
+        ops = ops_to[:k] + [["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["mask"]]
+        return [_mask_finding(t, "fork", [*ids[:k], *steps], ops, child_bits, want,
+                                 "the mask of a fresh matcher given the same tokens",
+                                 "a fork's mask differs from a fresh matcher's after the same tokens")]  # fmt: skip
+    return []
+
+
+def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+    found: list[Finding] = []
+    m = t.matcher()
+    masks = [t.backend_mask(m)]
+    for i in ids:
+        m.accept(int(i))
+        masks.append(t.backend_mask(m))
+    n = len(ids)
+    for j in sorted({1, min(3, n), n}):
+        t.checks["rollback"] += 1
+        m.rollback(j)
+        got = t.backend_mask(m)
+        ops = ops_to + [["rollback", j], ["mask"]]
+        if not np.array_equal(got, masks[n - j]):
+            found.append(_mask_finding(t, "rollback", ids[: n - j], ops, got, masks[n - j],
+                                          "the mask of a fresh replay", f"rollback({j}) after {n} tokens does not "
+                                          "restore the mask of the shorter prefix"))  # fmt: skip
+            return found
+        for i in ids[n - j :]:
+            m.accept(int(i))
+    # Rollback across EOS: undoing the EOS must give back the state before it.
+    r = _ref_at(t, ids)
+    if r.is_accepting() and len(t.eos):
+        t.checks["rollback"] += 1
+        eos = int(t.eos[0])
+        if not _rejected(m.accept(eos)):
+            m.rollback(1)
+            got = t.backend_mask(m)
+            ops = ops_to + [["accept", eos], ["rollback", 1], ["mask"]]
+            if not np.array_equal(got, masks[n]):
+                found.append(_mask_finding(t, "rollback", ids, ops, got, masks[n],
+                                              "the mask before EOS", "rollback(1) after EOS does not restore the "
+                                              "state before EOS"))  # fmt: skip
+    return found
+
+
+def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+    m = t.matcher()
+    validate = getattr(m, "validate", None)
+    if validate is None:
+        return []
+    found: list[Finding] = []
+    for k in sorted({0, len(ids) // 2}):
+        m = t.matcher()
+        for i in ids[:k]:
+            m.accept(int(i))
+        r = _ref_at(t, ids[:k])
+        rm = t.reference_mask(r)
+        bad = np.flatnonzero(~rm & t.text)
+        draft = [int(i) for i in ids[k : k + 4]] + ([int(bad[0])] if len(bad) else [])
+        before = t.backend_mask(m)
+        t.checks["speculative"] += 1
+        assert m.validate is not None
+        got = int(m.validate(draft))
+        want = r.validate(draft)
+        after = t.backend_mask(m)
+        ops = ops_to[:k] + [["validate", draft]]
+        if got != want:
+            found.append(_serving_finding(t, "speculative", ids[:k], ops, got, want,
+                                          f"validate({draft}) accepts {got} draft tokens, the grammar {want}"))  # fmt: skip
+        elif not np.array_equal(before, after):
+            found.append(_mask_finding(t, "speculative", ids[:k], ops + [["mask"]], after, before,
+                                          "unchanged mask", "validate() changed the matcher's state"))  # fmt: skip
+    return found
+
+
+def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+    m = t.matcher()
+    if getattr(m, "forced_bytes", None) is None:
+        return []
+    r = RefMatcher(t.reference)
+    for k in range(len(ids) + 1):
+        t.checks["jump_forward"] += 1
+        assert m.forced_bytes is not None
+        got = bytes(m.forced_bytes())
+        want = r.forced_bytes()
+        ok = want.startswith(got) and (got == want or t.profile.jump_forward_prefix_ok)
+        if not ok and t.first_time("jump_forward", t.vocab.decode(ids[:k])):
+            return [_serving_finding(t, "jump_forward", ids[:k], ops_to[:k] + [["forced_bytes"]], got, want,
+                                     f"forced bytes after {len(ids[:k])} tokens are {got!r}, the unique "
+                                     f"continuation is {want!r}")]  # fmt: skip
+        if k < len(ids):
+            m.accept(int(ids[k]))
+            r.accept(int(ids[k]))
+    return []
+
+
+def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+    """Two matchers of one compiled grammar, interleaved, and a second compile: the same masks."""
+    t.checks["determinism"] += 1
+    a = t.matcher()
+    b = t.matcher()
+    second = t.compile_again()
+    c = t.matcher(second) if isinstance(second, Compiled) else None
+    for k, i in enumerate([*ids, None]):
+        ma = t.backend_mask(a)
+        for name, other in (("a second matcher of the same compiled grammar", b), ("a matcher of a second compile", c)):
+            if other is None:
+                continue
+            mo = t.backend_mask(other)
+            if not np.array_equal(ma, mo):
+                return [_mask_finding(t, "determinism", ids[:k], ops_to[:k] + [["mask"]], mo, ma,
+                                         "the first matcher's mask", f"{name} has a different mask after {k} tokens "
+                                         "(interleaved with the first)")]  # fmt: skip
+        if i is None:
+            break
+        a.accept(int(i))
+        b.accept(int(i))
+        if c is not None:
+            c.accept(int(i))
+    return []
