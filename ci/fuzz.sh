@@ -21,7 +21,7 @@ run() {  # run NAME ARGS...: one campaign into $OUT/NAME, sharing the database
     if [ "$rc" -ne 0 ]; then echo "== $name: exit $rc"; status=1; fi
 }
 run reference --target reference
-for backend in xgrammar llguidance outlines-core lm-format-enforcer; do
+for backend in $(python3 -c "from props.backends import ENGINES; print(*ENGINES)"); do
     if python3 -c "from props.backends import load_backend; load_backend('$backend')" 2>/dev/null; then
         run "invariants-$backend" --target invariants --backend "$backend"
     else

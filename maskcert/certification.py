@@ -1,5 +1,5 @@
-"""``maskcert.certify`` (defined here, in ``maskcert.certification``): run every invariant of DESIGN §4
-against one backend over a corpus (DESIGN §6).
+"""``maskcert.certify`` (defined here, in ``maskcert.certification``): run every invariant of docs/design.md §4
+against one backend over a corpus (docs/design.md §6).
 
 Theory of operation. For each vocabulary and each corpus case, :func:`certify_case`:
 
@@ -75,6 +75,8 @@ from props.contract.findings import (
     REPORT_SCHEMA_VERSION,
     Finding,
     FindingFailure,
+    Invariant,
+    SpecKind,
     SpecRef,
     dedupe,
 )
@@ -141,7 +143,7 @@ def _run_search(prop: Property, examples: int, seed: int, t: Target) -> list[Fin
     except Unsatisfiable:
         return []  # nothing to draw from (e.g. a spec given without instances): nothing checked here
     except (FlakyFailure, FlakyStrategyDefinition) as e:
-        return [t.finding("determinism", (), backend_verdict="different outcomes on replay",
+        return [t.finding(Invariant.DETERMINISM, (), backend_verdict="different outcomes on replay",
                           reference_verdict="the same outcome every time",
                           message=f"{prop.name}: the backend behaved differently when Hypothesis replayed the same "
                                   f"example ({type(e).__name__})",
@@ -254,7 +256,7 @@ def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float
         result.checks[nc.findings[0].invariant] += 1
     result.refusal = {"spec": case.name, "tokenizer": vocab.name, "side": nc.side, "reason": nc.reason[:500]}
     if nc.side == "reference" and nc.backend_compiled is not None:
-        # Refusal hygiene (DESIGN §4.11): the reference cannot decide this spec; the backend compiled
+        # Refusal hygiene (docs/design.md §4.11): the reference cannot decide this spec; the backend compiled
         # it, so it must at least not let the case's invalid instances finish.
         spec = profile_spec_ref(case.spec, backend.profile)
         for bad, why in invalid_strings(spec, case):
@@ -338,13 +340,13 @@ def _cases(corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequen
     for path in schemas:
         extra += load_corpus(path)  # a schema file (or one with instances), as the corpus reads it
     for pattern in regexes:
-        extra.append(Case(SpecRef("regex", pattern, f"regex:{pattern[:40]}", "cli")))
+        extra.append(Case(SpecRef(SpecKind.REGEX, pattern, f"regex:{pattern[:40]}", "cli")))
     for path in gbnfs:  # any suffix (.gbnf, .ebnf, ...), unlike a corpus path
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
             raise CertifyError(f"--gbnf {path}: expected a readable GBNF file ({e})") from e
-        extra.append(Case(SpecRef("gbnf", text, Path(path).name, "cli")))
+        extra.append(Case(SpecRef(SpecKind.GBNF, text, Path(path).name, "cli")))
     if extra:
         cases += extra
         described.append({"name": "cli", "specs": len(extra)})

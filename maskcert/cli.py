@@ -175,7 +175,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     """Versions of everything maskcert depends on and, for each known incompatibility, whether it
     applies here (its probe runs for real). Exit 1 with ``--strict`` when one applies."""
-    from maskcert.compat import dependency_versions, diagnose, format_doctor
+    from props.contract.compat import dependency_versions, diagnose, format_doctor
 
     versions = dependency_versions()
     diagnoses = diagnose(versions)
@@ -192,9 +192,32 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from serving_sim import cli_simulate
+    """The serving simulation (serving_sim) on the named backend: exit 0 clean, 1 violations, 2 usage
+    (an unavailable backend)."""
+    from props.backends import load_backend
+    from serving_sim import FAULTS, exit_code, format_report, run_simulation
 
-    return int(cli_simulate(args))
+    if args.list_faults:
+        width = max(len(n) for n in FAULTS)
+        for name, text in FAULTS.items():
+            print(f"{name:<{width}}  {text}")
+        return 0
+    try:
+        report = run_simulation(
+            load_backend(args.backend),
+            None,
+            args.seed,
+            args.requests,
+            faults=args.fault,
+            model=args.model,
+            max_tokens=args.max_tokens,
+            resume_mode=args.resume_mode,
+        )
+    except MaskcertError as e:  # BackendUnavailable too
+        print(f"maskcert simulate: {e}", file=sys.stderr)
+        return 2
+    print(format_report(report, args.max_violations))
+    return exit_code(report)
 
 
 def _cmd_fuzz(args: argparse.Namespace) -> int:
@@ -291,10 +314,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--md", help="write the gathered report as Markdown here")
     b.set_defaults(func=_cmd_bench)
 
-    from serving_sim import add_simulate_arguments
+    from serving_sim import FAULTS
 
     sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
-    add_simulate_arguments(sim)
+    sim.add_argument("--backend", default="reference", help="backend adapter name (default: reference)")
+    sim.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
+                     help="switch on a named fault (repeatable); see --list-faults")  # fmt: skip
+    sim.add_argument("--list-faults", action="store_true", help="print the fault names and exit")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--requests", type=int, default=24, help="requests in the workload (default 24)")
+    sim.add_argument("--model", choices=["adversarial", "tiny-llama"], default="adversarial")
+    sim.add_argument("--max-tokens", type=int, default=24)
+    sim.add_argument("--resume-mode", choices=["replay", "snapshot"], default="replay")
+    sim.add_argument("--max-violations", type=int, default=20, help="violations printed in full")
     sim.set_defaults(func=_cmd_simulate)
 
     fz = sub.add_parser("fuzz", help="run properties under the fuzz profile until a time budget is spent")

@@ -2,12 +2,12 @@
 
 Specs (``JsonSchema``, ``Regex``, ``Gbnf``, ``Choice``) compile to a :class:`Grammar` over bytes; a
 :class:`TokenGrammar` lifts it to a vocabulary (token masks), and :class:`Matcher` is one sequence's
-handle. Nothing here reads files or prints (STYLE §5).
+handle. Nothing here reads files or prints (docs/style.md §5).
 """
 
 from ._compile import compile, compile_choice, compile_gbnf, compile_json_schema, compile_regex
 from ._matcher import Accepted, Matcher, Outcome, Rejected
-from ._tokens import TERMINATED, TokenGrammar
+from ._tokens import TERMINATED, TokenGrammar, VocabularyLike, token_trie
 from .errors import (
     LimitExceeded,
     MaskcertError,
@@ -26,6 +26,8 @@ __all__ = [
     "Rejected",
     "TERMINATED",
     "TokenGrammar",
+    "VocabularyLike",
+    "token_trie",
     "compile",
     "compile_choice",
     "compile_gbnf",

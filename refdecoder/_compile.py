@@ -13,7 +13,7 @@ __all__ = ["compile", "compile_json_schema", "compile_regex", "compile_gbnf", "c
 def compile(spec: Spec, limits: Limits | None = None) -> Grammar:  # noqa: A001 - the documented name
     limits = limits or Limits()
     if isinstance(spec, JsonSchema):
-        from ._jsonschema import compile_json_schema_network
+        from ._jsonschema_emit import compile_json_schema_network
 
         network = compile_json_schema_network(spec, limits)
     elif isinstance(spec, Regex):

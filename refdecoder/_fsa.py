@@ -1,4 +1,4 @@
-"""Deterministic automata over Unicode scalar values (the regular pieces of the grammar IR, DESIGN §2).
+"""Deterministic automata over Unicode scalar values (the regular pieces of the grammar IR, docs/design.md §2).
 
 Theory of operation
 -------------------

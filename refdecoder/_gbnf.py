@@ -1,4 +1,4 @@
-"""GBNF front-end: llama.cpp's grammar syntax compiled to the grammar IR (DESIGN §2).
+"""GBNF front-end: llama.cpp's grammar syntax compiled to the grammar IR (docs/design.md §2).
 
 Theory of operation
 -------------------

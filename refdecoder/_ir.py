@@ -1,4 +1,4 @@
-"""The grammar IR: a recursive transition network whose terminals are trim byte lexemes (DESIGN §2).
+"""The grammar IR: a recursive transition network whose terminals are trim byte lexemes (docs/design.md §2).
 
 Theory of operation
 -------------------

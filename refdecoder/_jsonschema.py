@@ -38,12 +38,11 @@ from typing import Any, Union
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ._fsa import CodepointDFA
-from ._ir import Network
 from ._numbers import NumberPredicate
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import Deadline, JsonProfile, JsonSchema, Limits
 
-__all__ = ["compile_json_schema_network", "Shape", "ObjectShape", "ArrayShape"]
+__all__ = ["Compiler", "Shape", "ObjectShape", "ArrayShape"]
 
 Expr = Hashable
 TRUE: Expr = ("true",)
@@ -615,7 +614,7 @@ def _nonneg_int(v: Any, kw: str, where: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Keywords: one function each (STYLE §3). ``ctx`` knows where we are; each returns the Shape the
+# Keywords: one function each (docs/style.md §3). ``ctx`` knows where we are; each returns the Shape the
 # keyword alone allows (None: no constraint of its own, e.g. read by a sibling keyword).
 # ---------------------------------------------------------------------------------------------
 @dataclass
@@ -632,7 +631,7 @@ class Ctx:
         return p
 
     def sub(self, *parts: str | int) -> Expr:
-        """The expression of the subschema at ``ptr/parts`` (the ``descend`` of STYLE §3)."""
+        """The expression of the subschema at ``ptr/parts`` (the ``descend`` of docs/style.md §3)."""
         p = self.at(*parts)
         s = self.c.schema_at(self.doc, p)
         if s is True:
@@ -992,16 +991,3 @@ KEYWORDS: dict[str, Keyword] = {
     "not": not_,
     "if": if_,
 }
-
-
-def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
-    """Shapes, then emission (``_jsonschema_emit``, which needs the shapes defined here)."""
-    from ._jsonschema_emit import Emitter
-
-    if not isinstance(spec.schema, (dict, bool)):
-        raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
-    compiler = Compiler(spec, limits)
-    root_expr: Expr = TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
-    emitter = Emitter(compiler)
-    return emitter.finish(root_expr)
-

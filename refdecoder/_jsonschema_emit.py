@@ -14,16 +14,15 @@ import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from itertools import product
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
+from ._jsonschema import FALSE, TRUE, ArrayShape, Compiler, Expr, ObjectShape, _where, and_exprs, not_expr
 from ._lexeme import ByteDFA
 from ._numbers import NumberLexeme, NumberPredicate
-from .errors import LimitExceeded, Unsupported
-
-if TYPE_CHECKING:
-    from ._jsonschema import ArrayShape, Compiler, Expr, ObjectShape
+from .errors import LimitExceeded, SpecError, Unsupported
+from .grammar import JsonSchema, Limits
 
 _RET: tuple[int] = (RETURN,)
 _ANY_NUMBER = NumberPredicate.any()
@@ -387,8 +386,6 @@ class Emitter:
 
     # -- arrays ---------------------------------------------------------------------------------
     def array(self, a: ArrayShape) -> int:
-        from ._jsonschema import and_exprs, not_expr
-
         n = max(len(a.prefix), a.contains_from) + 1
         positions = [a.at(i) for i in range(n)]
         plain = tuple(self.value(e) for e in positions)
@@ -415,8 +412,6 @@ class Emitter:
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, o: ObjectShape, where_expr: Expr) -> int:
-        from ._jsonschema import FALSE, _where, and_exprs
-
         where = _where(where_expr)
         named = o.named_dict()
         keys = list(named)
@@ -485,3 +480,14 @@ class Emitter:
 
     def member(self, key_lex: int, value: Expr) -> int:
         return self.seq_ws(key_lex, None, self.lit(b":"), None, self.value(value))
+
+
+def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
+    """Shapes (``_jsonschema.Compiler``), then emission (``Emitter``, here)."""
+    if not isinstance(spec.schema, (dict, bool)):
+        raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
+    compiler = Compiler(spec, limits)
+    root_expr: Expr = TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
+    emitter = Emitter(compiler)
+    return emitter.finish(root_expr)
+

@@ -1,4 +1,4 @@
-"""Terminals of the grammar IR: byte-level automata with hashable states (DESIGN §2).
+"""Terminals of the grammar IR: byte-level automata with hashable states (docs/design.md §2).
 
 A *lexeme* is any object with ``start()``, ``step(state, byte)`` and ``is_final(state)`` whose states
 are hashable values. The one contract the parser relies on is **trimness**: every state that ``start``

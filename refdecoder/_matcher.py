@@ -1,11 +1,11 @@
-"""``Matcher``: one sequence's handle on a :class:`TokenGrammar` (DESIGN §2, §4 invariants 6–9).
+"""``Matcher``: one sequence's handle on a :class:`TokenGrammar` (docs/design.md §2, §4 invariants 6–9).
 
 The matcher owns nothing mutable but a pointer to a persistent history: a singly linked list of
 ``(state, token, previous)`` cells, newest first. ``accept`` prepends a cell, ``rollback(k)`` follows
 ``k`` links, ``fork()`` copies the pointer — O(1), and forks can never observe each other because
-cells are never modified. States are immutable values (STYLE §1), so a fork is a plain assignment.
+cells are never modified. States are immutable values (docs/style.md §1), so a fork is a plain assignment.
 
-Outcomes are typed (STYLE §7): ``accept`` returns :class:`Accepted` or :class:`Rejected` (with the
+Outcomes are typed (docs/style.md §7): ``accept`` returns :class:`Accepted` or :class:`Rejected` (with the
 reason, the token's id and bytes, the state id and the byte offset where the grammar died); a
 rejected token leaves the matcher as it was.
 """

@@ -1,4 +1,4 @@
-"""The exact byte-level matcher over a grammar network (DESIGN §2).
+"""The exact byte-level matcher over a grammar network (docs/design.md §2).
 
 The network (``_ir``) is run as a nondeterministic pushdown automaton — a recursive transition network
 in the sense of Woods (1970), simulated breadth-first like a GLR parser without the graph-structured

@@ -16,7 +16,7 @@ Two flavours, one back end:
   no engine reads it otherwise. Escapes whose meaning differs between the modes (``\\a``, ``\\1``
   when there is no group, ``\\c`` without a letter, ``\\u`` without hex digits, ...) are refused.
 
-Semantics (DESIGN §2: exact or refuse). Lazy quantifiers denote the same language as greedy ones
+Semantics (docs/design.md §2: exact or refuse). Lazy quantifiers denote the same language as greedy ones
 (without backreferences, ordered choice only affects *which* match is found, not whether one
 exists). Anchors are zero-width assertions about the position: ``^``/``\\A`` hold at 0, ``\\Z``
 and ECMA ``$`` at the end, Python's ``$`` at the end or just before a final ``"\\n"``. They are

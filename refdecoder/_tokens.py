@@ -1,4 +1,4 @@
-"""Token masks: a byte :class:`Grammar` lifted to a vocabulary (DESIGN §2 "Token masks").
+"""Token masks: a byte :class:`Grammar` lifted to a vocabulary (docs/design.md §2 "Token masks").
 
 Theory of operation
 -------------------

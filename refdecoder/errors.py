@@ -1,4 +1,4 @@
-"""One error hierarchy for all of maskcert (STYLE §6).
+"""One error hierarchy for all of maskcert (docs/style.md §6).
 
 Every error derives from :class:`MaskcertError` and from the builtin it most resembles, carries its
 data as fields, and says in its message what was wrong and how to fix it.

@@ -1,6 +1,6 @@
 """Specs, limits and the :class:`Grammar` value every front-end compiles to.
 
-``Grammar`` answers, for byte strings, exactly the questions of DESIGN §1: is this a viable prefix of
+``Grammar`` answers, for byte strings, exactly the questions of docs/design.md §1: is this a viable prefix of
 L(G) (``advance`` returns a state, never a dead end), is it in L(G) (``is_accepting``), and which bytes
 must come next (``forced_bytes``). States are immutable values (``_parser.State``).
 """
@@ -35,7 +35,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class JsonProfile:
-    """What a JSON-producing engine allows on purpose (DESIGN §1 "languages, not opinions").
+    """What a JSON-producing engine allows on purpose (docs/design.md §1 "languages, not opinions").
 
     * ``whitespace``: ``"any"`` (RFC 8259 ws: space, tab, LF, CR, any amount), ``"none"``, or an int N —
       at most N whitespace characters in each gap between tokens.

@@ -63,6 +63,7 @@ from ._sampler_draw import inverse_cdf, mix_seed, uniforms
 from .errors import MaskcertError, NoValidToken
 
 __all__ = [
+    "INT_TWIN",  # float dtype -> the integer dtype of its width, for bitwise comparisons of logits
     "SamplerError",
     "SamplingParams",
     "TokenHistory",
@@ -481,6 +482,141 @@ def _row_max(x: torch.Tensor) -> torch.Tensor:
     return x.amax(-1) if x.shape[1] else x.new_full((x.shape[0],), _NEG_INF)
 
 
+def _nan_free_copy(rows2d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A working copy of the rows (float32; float64 stays) with NaN as -inf, and each row's NaN count."""
+    # A row sum is NaN when the row holds a NaN (or both infinities), which is cheaper to find than
+    # counting NaNs everywhere.
+    work_dtype = torch.float64 if rows2d.dtype == torch.float64 else torch.float32
+    x = _work_buffer("x", rows2d, work_dtype).copy_(rows2d)
+    if bool(torch.isnan(x.sum(-1)).any()):
+        nan_counts = _count_true(torch.isnan(x)).to(torch.int64).cpu()
+        x.nan_to_num_(nan=_NEG_INF, posinf=_POS_INF, neginf=_NEG_INF)
+    else:
+        nan_counts = torch.zeros(rows2d.shape[0], dtype=torch.int64)
+    return x, nan_counts
+
+
+def _split_by_grammar_(x: torch.Tensor, bm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``keep`` (bool [B, V]: allowed), ``xa`` (allowed logits) and ``x`` reused for the disallowed logits."""
+    batch, vocab = x.shape
+    keep = keep_words(bm, min(vocab, 32 * bm.shape[1]), INT_TWIN[x.dtype], scratch=True)
+    if keep.shape[1] < vocab:
+        keep = torch.cat([keep, keep.new_zeros(batch, vocab - keep.shape[1])], dim=1)
+    xa = _work_buffer("xa", x, x.dtype).copy_(x)
+    fill_disallowed_(xa, keep)
+    xd = x
+    fill_disallowed_(xd, keep.bitwise_not_())
+    keep.bitwise_not_()
+    return keep, xa, xd
+
+
+def _take_greedy(xa: torch.Tensor, greedy: list[int], token_ids: list[int], logprobs: list[float]) -> None:
+    """Set the greedy rows' tokens to the argmax over allowed tokens (first on ties), log-probability 0."""
+    sel = torch.tensor(greedy, dtype=torch.int64, device=xa.device)
+    rows_g = xa if len(greedy) == xa.shape[0] else xa.index_select(0, sel)
+    for row, tok in zip(greedy, rows_g.argmax(-1).tolist(), strict=True):
+        token_ids[row] = tok
+        logprobs[row] = 0.0
+
+
+def _limit_shares(
+    xa: torch.Tensor, xd: torch.Tensor, top_a: torch.Tensor, top_d: torch.Tensor, limit_rows: list[int]
+) -> dict[int, float]:
+    """Per row of ``limit_rows``, the share of disallowed tokens among those tied at the row's maximum."""
+    top_all = torch.maximum(top_a, top_d)
+    limit_share: dict[int, float] = {}
+    if limit_rows:
+        top_col = top_all.unsqueeze(-1)
+        n_a = _count_true(xa == top_col).tolist()
+        n_d = _count_true(xd == top_col).tolist()
+        for row, top in zip(limit_rows, top_all[limit_rows].tolist(), strict=True):
+            limit_share[row] = math.nan if top == _NEG_INF else n_d[row] / (n_a[row] + n_d[row])
+    return limit_share
+
+
+def _weigh_(
+    xa: torch.Tensor,
+    xd: torch.Tensor,
+    top_a: torch.Tensor,
+    plist: list[SamplingParams],
+    inf_rows: dict[int, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """In place: scaled allowed logits ``z``, weights ``2**z``, their mass, and the mass share removed."""
+    # Temperature, shifted by the row's allowed maximum so that z's maximum is exactly 0 (no overflow),
+    # in base 2: z = (x - max) * log2(e) / T, weights 2**z. (torch.exp2 is vectorised on the CPU even
+    # for -inf and underflow, where torch.exp takes a slow path: ~0.6 ms against ~8 ms for [8, 128k].)
+    # A row whose allowed maximum is +inf is uniform over those tokens (the limit of the softmax).
+    # removed = mass_d / (mass_a + mass_d): a ratio of two sums, so small masses keep their precision.
+    scales = [_LOG2E / (p.temperature if p.temperature > 0 else 1.0) for p in plist]
+    scale = torch.tensor(scales, dtype=xa.dtype).to(xd.device).unsqueeze(-1)
+    shift = torch.where(torch.isfinite(top_a), top_a, torch.zeros_like(top_a)).unsqueeze(-1)
+    z = xa.sub_(shift).mul_(scale)
+    for row, at_inf in inf_rows.items():
+        z[row] = torch.where(at_inf, 0.0, _NEG_INF)
+    mass_d = xd.sub_(shift).mul_(scale).exp2_().sum(-1).double()
+    weights = torch.exp2(z, out=xd)  # xd is spent: reuse its memory
+    mass_a = weights.sum(-1).double()
+    removed = torch.where(torch.isinf(mass_d), 1.0, mass_d / (mass_a + mass_d)).cpu()
+    return z, weights, mass_a, removed
+
+
+def _soft_filtered(
+    z: torch.Tensor,
+    weights: torch.Tensor,
+    mass_a: torch.Tensor,
+    keep: torch.Tensor,
+    sampled: list[int],
+    plist: list[SamplingParams],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The sampled rows' ``z``, weights and total weight after the soft filters and the grammar mask again."""
+    # When no soft filter changed z since the grammar mask, the mask is already in z and its weights
+    # are reused.
+    everyone = len(sampled) == z.shape[0]
+    sel = torch.tensor(sampled, dtype=torch.int64, device=z.device)
+    zs = z if everyone else z.index_select(0, sel)
+    if any(plist[row].has_soft_filters for row in sampled):
+        totals = mass_a.tolist()
+        thresholds = [
+            _soft_threshold(zs[i], plist[row], totals[row]) if plist[row].has_soft_filters else _NEG_INF
+            for i, row in enumerate(sampled)
+        ]
+        _apply_soft_filters_(zs, thresholds)
+        fill_disallowed_(zs, keep if everyone else keep.index_select(0, sel))
+        ws = torch.exp2(zs, out=weights if everyone else None)
+        total = ws.sum(-1).double()
+    else:
+        ws = weights if everyone else weights.index_select(0, sel)
+        total = mass_a if everyone else mass_a.index_select(0, sel)
+    return zs, ws, total
+
+
+def _row_generators(
+    sampled: list[int], gens: list[torch.Generator | None], plist: list[SamplingParams], step: int | None
+) -> list[torch.Generator | None]:
+    """Each sampled row's generator: its own, else one seeded by ``(seed, step)``, else None (torch's)."""
+    row_gens: list[torch.Generator | None] = []
+    for row in sampled:
+        gen = gens[row]
+        seed = plist[row].seed
+        if gen is None and seed is not None:
+            gen = torch.Generator(device="cpu")
+            gen.manual_seed(mix_seed(seed, step or 0))
+        row_gens.append(gen)
+    return row_gens
+
+
+def _draw(
+    zs: torch.Tensor, ws: torch.Tensor, total: torch.Tensor, row_gens: list[torch.Generator | None]
+) -> tuple[list[int], list[float]]:
+    """One token per row by inverse CDF over ``ws``, and its log-probability."""
+    drawn = inverse_cdf(ws, uniforms(row_gens))
+    chosen = zs.gather(1, drawn.unsqueeze(-1)).squeeze(-1).to(torch.float64)
+    if bool(torch.isneginf(chosen).any()):  # pragma: no cover - excluded by the inverse-CDF argument
+        raise AssertionError("sampler drew a token of probability 0; this is a bug in refdecoder")
+    logp = (chosen - total.log2()) * _LN2
+    return drawn.tolist(), logp.tolist()
+
+
 def _sample_rows(
     rows2d: torch.Tensor,
     bm: torch.Tensor,
@@ -492,29 +628,13 @@ def _sample_rows(
     offset: int,
 ) -> SampleResult:
     """:func:`sample` on rows ``offset ..`` of the batch (checked arguments; rows are independent)."""
-    batch, vocab = rows2d.shape
-    # 1. Working copy in float32 (float64 stays), NaN -> -inf, counted. A row sum is NaN when the row
-    # holds a NaN (or both infinities), which is cheaper to find than counting NaNs everywhere.
-    work_dtype = torch.float64 if rows2d.dtype == torch.float64 else torch.float32
-    x = _work_buffer("x", rows2d, work_dtype).copy_(rows2d)
-    if bool(torch.isnan(x.sum(-1)).any()):
-        nan_counts = _count_true(torch.isnan(x)).to(torch.int64).cpu()
-        x.nan_to_num_(nan=_NEG_INF, posinf=_POS_INF, neginf=_NEG_INF)
-    else:
-        nan_counts = torch.zeros(batch, dtype=torch.int64)
-
-    # 2. Penalties.
+    batch = rows2d.shape[0]
+    # 1. Working copy, NaN -> -inf (counted). 2. Penalties.
+    x, nan_counts = _nan_free_copy(rows2d)
     _apply_penalties_(x, plist, history)
 
     # 3. Grammar mask: xa holds allowed logits, x is reused for the disallowed ones.
-    keep = keep_words(bm, min(vocab, 32 * bm.shape[1]), INT_TWIN[work_dtype], scratch=True)
-    if keep.shape[1] < vocab:
-        keep = torch.cat([keep, keep.new_zeros(batch, vocab - keep.shape[1])], dim=1)
-    xa = _work_buffer("xa", x, work_dtype).copy_(x)
-    fill_disallowed_(xa, keep)
-    xd = x
-    fill_disallowed_(xd, keep.bitwise_not_())
-    keep.bitwise_not_()
+    keep, xa, xd = _split_by_grammar_(x, bm)
     top_a = _row_max(xa)
     top_d = _row_max(xd)
     top_a_list = top_a.tolist()
@@ -530,77 +650,24 @@ def _sample_rows(
 
     # 4. Greedy rows: argmax over allowed tokens (first on ties).
     if greedy:
-        sel = torch.tensor(greedy, dtype=torch.int64, device=x.device)
-        rows_g = xa if len(greedy) == batch else xa.index_select(0, sel)
-        for row, tok in zip(greedy, rows_g.argmax(-1).tolist(), strict=True):
-            token_ids[row] = tok
-            logprobs[row] = 0.0
+        _take_greedy(xa, greedy, token_ids, logprobs)
 
     # 5. Mass the grammar removed. Greedy rows, and rows whose allowed maximum is +inf, take the limit:
     # the share of disallowed tokens among those tied at the overall maximum.
-    top_all = torch.maximum(top_a, top_d)
-    limit_share: dict[int, float] = {}
     limit_rows = [row for row in range(batch) if plist[row].greedy or top_a_list[row] == _POS_INF]
-    if limit_rows:
-        top_col = top_all.unsqueeze(-1)
-        n_a = _count_true(xa == top_col).tolist()
-        n_d = _count_true(xd == top_col).tolist()
-        for row, top in zip(limit_rows, top_all[limit_rows].tolist(), strict=True):
-            limit_share[row] = math.nan if top == _NEG_INF else n_d[row] / (n_a[row] + n_d[row])
+    limit_share = _limit_shares(xa, xd, top_a, top_d, limit_rows)
     inf_rows = {row: xa[row] == _POS_INF for row in sampled if top_a_list[row] == _POS_INF}
-    # Temperature, shifted by the row's allowed maximum so that z's maximum is exactly 0 (no overflow),
-    # in base 2: z = (x - max) * log2(e) / T, weights 2**z. (torch.exp2 is vectorised on the CPU even
-    # for -inf and underflow, where torch.exp takes a slow path: ~0.6 ms against ~8 ms for [8, 128k].)
-    # A row whose allowed maximum is +inf is uniform over those tokens (the limit of the softmax).
-    # removed = mass_d / (mass_a + mass_d): a ratio of two sums, so small masses keep their precision.
     removed = torch.full((batch,), math.nan, dtype=torch.float64)
     if sampled or len(limit_share) < batch:
-        scales = [_LOG2E / (p.temperature if p.temperature > 0 else 1.0) for p in plist]
-        scale = torch.tensor(scales, dtype=work_dtype).to(x.device).unsqueeze(-1)
-        shift = torch.where(torch.isfinite(top_a), top_a, torch.zeros_like(top_a)).unsqueeze(-1)
-        z = xa.sub_(shift).mul_(scale)
-        for row, at_inf in inf_rows.items():
-            z[row] = torch.where(at_inf, 0.0, _NEG_INF)
-        mass_d = xd.sub_(shift).mul_(scale).exp2_().sum(-1).double()
-        weights = torch.exp2(z, out=xd)  # xd is spent: reuse its memory
-        mass_a = weights.sum(-1).double()
-        removed = torch.where(torch.isinf(mass_d), 1.0, mass_d / (mass_a + mass_d)).cpu()
+        z, weights, mass_a, removed = _weigh_(xa, xd, top_a, plist, inf_rows)
     for row, share in limit_share.items():
         removed[row] = share
 
     if sampled:
-        # 6. Soft filters, then the grammar mask again, then the draw. When no soft filter changed z
-        # since the grammar mask, the mask is already in z and its weights are reused.
-        everyone = len(sampled) == batch
-        sel = torch.tensor(sampled, dtype=torch.int64, device=x.device)
-        zs = z if everyone else z.index_select(0, sel)
-        if any(plist[row].has_soft_filters for row in sampled):
-            totals = mass_a.tolist()
-            thresholds = [
-                _soft_threshold(zs[i], plist[row], totals[row]) if plist[row].has_soft_filters else _NEG_INF
-                for i, row in enumerate(sampled)
-            ]
-            _apply_soft_filters_(zs, thresholds)
-            fill_disallowed_(zs, keep if everyone else keep.index_select(0, sel))
-            ws = torch.exp2(zs, out=weights if everyone else None)
-            total = ws.sum(-1).double()
-        else:
-            ws = weights if everyone else weights.index_select(0, sel)
-            total = mass_a if everyone else mass_a.index_select(0, sel)
-        row_gens: list[torch.Generator | None] = []
-        for row in sampled:
-            gen = gens[row]
-            seed = plist[row].seed
-            if gen is None and seed is not None:
-                gen = torch.Generator(device="cpu")
-                gen.manual_seed(mix_seed(seed, step or 0))
-            row_gens.append(gen)
-        drawn = inverse_cdf(ws, uniforms(row_gens))
-        chosen = zs.gather(1, drawn.unsqueeze(-1)).squeeze(-1).to(torch.float64)
-        if bool(torch.isneginf(chosen).any()):  # pragma: no cover - excluded by the inverse-CDF argument
-            raise AssertionError("sampler drew a token of probability 0; this is a bug in refdecoder")
-        logp = (chosen - total.log2()) * _LN2
-        for row, tok, lp in zip(sampled, drawn.tolist(), logp.tolist(), strict=True):
+        # 6. Soft filters, then the grammar mask again, then the draw.
+        zs, ws, total = _soft_filtered(z, weights, mass_a, keep, sampled, plist)
+        drawn, logp = _draw(zs, ws, total, _row_generators(sampled, gens, plist, step))
+        for row, tok, lp in zip(sampled, drawn, logp, strict=True):
             token_ids[row] = tok
             logprobs[row] = lp
 

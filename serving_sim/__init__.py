@@ -1,16 +1,19 @@
 """serving_sim: a continuous-batching serving loop with switchable faults, and the checker that
-catches them (DESIGN §5).
+catches them (docs/design.md §5).
 
 ``Engine`` runs requests (beams, ``n > 1``, speculation, preemption, streaming) over a model and a
 backend adapter; ``InvariantChecker`` watches its trace and replays every sequence on the
 reference; ``run_simulation`` drives a mixed workload and ``format_report`` prints its metrics and
-violations (``maskcert simulate``). ``FAULTS`` names the bugs the suite must catch.
+violations (``maskcert simulate``). ``FAULTS`` names the bugs the suite must catch; the invariants
+are :data:`props.contract.findings.SIMULATION_INVARIANTS`.
+
+Backends come in as adapter instances (a ``props.contract.Backend``); resolving a name to an adapter
+is the application's job (``maskcert simulate --backend NAME``), as is the command line itself.
 """
 
 from ._admission import AdmissionLimits, spec_depth
 from ._caches import CacheEntry, CacheKey, CompileCache, MatcherSnapshot, PrefixCache, spec_fingerprint
-from ._checker import INVARIANTS, SERVING_INVARIANTS, InvariantChecker, Violation, validate_output
-from ._cli import add_simulate_arguments, cli_simulate, main
+from ._checker import InvariantChecker, Violation
 from ._engine import Engine, EngineConfig
 from ._errors import LifecycleError, ServingError, SnapshotMismatch, UnknownFault
 from ._faults import FAULTS
@@ -19,11 +22,11 @@ from ._metrics import Metrics
 from ._models import AdversarialModel, Draft, KVHandle, Model, NoisyDraft, TinyLlamaModel
 from ._request import (
     FINISH_REASONS,
+    AdmissionRefused,
     Completion,
     Delta,
     Finished,
     FinishReason,
-    Refused,
     Request,
     RequestHandle,
 )
@@ -33,8 +36,6 @@ from ._workload import Arrival, candidate_specs, default_vocabularies, make_work
 
 __all__ = [
     "FAULTS",
-    "INVARIANTS",
-    "SERVING_INVARIANTS",
     "Engine",
     "EngineConfig",
     "AdmissionLimits",
@@ -43,7 +44,7 @@ __all__ = [
     "Completion",
     "Delta",
     "Finished",
-    "Refused",
+    "AdmissionRefused",
     "FinishReason",
     "FINISH_REASONS",
     "Status",
@@ -66,16 +67,12 @@ __all__ = [
     "TinyLlamaModel",
     "InvariantChecker",
     "Violation",
-    "validate_output",
     "TraceEvent",
     "Metrics",
     "SimulationReport",
     "run_simulation",
     "format_report",
     "exit_code",
-    "cli_simulate",
-    "add_simulate_arguments",
-    "main",
     "Arrival",
     "make_workload",
     "candidate_specs",

@@ -1,4 +1,4 @@
-"""Admission control: checks a request must pass before it is queued (DESIGN §5).
+"""Admission control: checks a request must pass before it is queued (docs/design.md §5).
 
 Cheap structural checks first (sizes, nesting depth, option counts, batch rows, option combinations);
 the compile-time budget is enforced by the compile cache (``compile_with_budget``). A refused request

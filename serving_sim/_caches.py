@@ -1,4 +1,4 @@
-"""The grammar compile cache, the prefix (KV) cache and matcher snapshots (DESIGN §5).
+"""The grammar compile cache, the prefix (KV) cache and matcher snapshots (docs/design.md §5).
 
 Compile cache: key = canonical spec fingerprint + backend name/version + vocabulary fingerprint +
 profile options; bounded by (estimated) bytes with LRU eviction; hit/miss/eviction counters. Every

@@ -10,9 +10,9 @@ the common prefix and accepting the rest). Then, record by record:
 
 * ``soundness`` — every token a sequence takes is accepted by the reference after its prefix; every
   mask row it samples under allows nothing the reference forbids; a ``stop`` output is in the
-  language, checked independently of both (``json.loads`` + ``jsonschema``, ``re.fullmatch``,
-  membership; GBNF by the reference grammar). ``completeness`` — the mask forbids nothing the
-  reference allows.
+  language, decided independently of both by :func:`props.corpus.validate_output` (``json`` +
+  ``jsonschema`` + the profile's restrictions, ``re.fullmatch``, a second GBNF recognizer,
+  membership). ``completeness`` — the mask forbids nothing the reference allows.
 * ``eos`` — the mask differs from the reference only in EOS bits.
 * ``fork`` / ``resume`` / ``speculative`` — a mismatch (mask or token verdict) on a sequence whose
   last structural operation was a fork or beam reorder, a resume from preemption, or a speculative
@@ -33,13 +33,12 @@ With a third-party backend the engine is compared with the backend's own fresh r
 invariants above) and that replay with the reference (``backend:soundness``, ``backend:completeness``,
 ``backend:eos``: conformance findings of the backend, not of the serving loop); see
 :class:`InvariantChecker`. The first violation per sequence and invariant is kept with its message;
-later ones are counted.
+later ones are counted. The invariant names and what each checks are
+:data:`props.contract.findings.SIMULATION_INVARIANTS`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -50,8 +49,10 @@ import torch
 
 import refdecoder
 from props.contract.backend import Compiled
-from refdecoder import Accepted, Choice, Gbnf, JsonSchema, Matcher, Regex, Spec, TokenGrammar
-from refdecoder._tokens import unpack_mask
+from props.contract.findings import SIMULATION_INVARIANTS, SpecRef
+from props.corpus import CorpusError, validate_output
+from refdecoder import Accepted, Matcher, Spec, TokenGrammar
+from refdecoder.bitmask import unpack_mask
 
 from ._request import Request
 from ._trace import (
@@ -66,26 +67,7 @@ from ._trace import (
     TraceToken,
 )
 
-__all__ = ["INVARIANTS", "SERVING_INVARIANTS", "Violation", "InvariantChecker", "validate_output"]
-
-INVARIANTS: dict[str, str] = {
-    "soundness": "every token taken and every mask bit is allowed by the reference; stop outputs are valid",
-    "completeness": "masks allow every token the reference allows",
-    "eos": "EOS is allowed exactly in accepting states",
-    "fork": "forks and beam reorders carry each sequence's own matcher",
-    "resume": "a resumed sequence's matcher is where its generated tokens put it",
-    "speculative": "verify checks drafts against the grammar, in order, with the grammar's verdicts",
-    "rollback": "after a speculative rejection the matcher is where a one-by-one walk would be",
-    "finish_reason": "stop/length/constraint_violation/cancelled are reported exactly when they happened",
-    "utf8": "outputs are valid UTF-8 and stream deltas never split a character",
-    "kv": "KV handles hold exactly each sequence's tokens",
-    "isolation": "the compile cache never serves a grammar compiled for another vocabulary",
-    "backend_error": "no output finishes with a backend error",
-    "backend:soundness": "(third-party backends) the backend's own replay allows nothing the reference forbids",
-    "backend:completeness": "(third-party backends) the backend's own replay allows all the reference allows",
-    "backend:eos": "(third-party backends) the backend offers EOS exactly where the reference does",
-}
-SERVING_INVARIANTS: frozenset[str] = frozenset(k for k in INVARIANTS if not k.startswith("backend:"))
+__all__ = ["Violation", "InvariantChecker"]
 
 
 @dataclass(frozen=True)
@@ -101,45 +83,6 @@ class Violation:
         where = f"{self.engine}/{self.request_id}" + (f" seq {self.seq_id}" if self.seq_id is not None else "")
         at = f" step {self.step}" if self.step is not None else ""
         return f"[{self.invariant}] {where}{at}: {self.message}"
-
-
-def validate_output(spec: Spec, text: str, grammar: refdecoder.Grammar | None = None) -> str | None:
-    """Why ``text`` is not in the language of ``spec`` (None when it is), decided without the engine.
-
-    JSON: ``json.loads`` (no NaN/Infinity) and ``jsonschema`` (format assertions when the profile
-    asserts them); regex: ``re.fullmatch``; choice: membership; GBNF: the reference grammar (there
-    is no second GBNF parser here), also the fallback for a regex Python's ``re`` cannot compile.
-    """
-    if isinstance(spec, Choice):
-        return None if text in spec.options else f"{text!r} is not one of the {len(spec.options)} choices"
-    if isinstance(spec, Regex):
-        try:
-            ok = re.fullmatch(spec.pattern, text) is not None
-        except re.error:
-            return _by_grammar(spec, text, grammar)
-        return None if ok else f"{text!r} does not fully match /{spec.pattern}/"
-    if isinstance(spec, JsonSchema):
-        import jsonschema
-
-        def no_constants(name: str) -> Any:
-            raise ValueError(f"{name} is not JSON")
-
-        try:
-            value = json.loads(text, parse_constant=no_constants)
-        except ValueError as e:
-            return f"not JSON: {e}"
-        cls = jsonschema.validators.validator_for(spec.schema)
-        checker = cls.FORMAT_CHECKER if spec.profile.formats == "assert" else None
-        err = jsonschema.exceptions.best_match(cls(spec.schema, format_checker=checker).iter_errors(value))
-        return None if err is None else f"schema violation at {err.json_path}: {err.message}"
-    if isinstance(spec, Gbnf):
-        return _by_grammar(spec, text, grammar)
-    return f"unknown spec type {type(spec).__name__}"
-
-
-def _by_grammar(spec: Spec, text: str, grammar: refdecoder.Grammar | None) -> str | None:
-    g = grammar if grammar is not None else refdecoder.compile(spec)
-    return None if g.accepts(text.encode("utf-8")) else f"{text!r} is not in the grammar's language"
 
 
 class _Replay:
@@ -269,6 +212,7 @@ class InvariantChecker:
     def _violate(
         self, invariant: str, engine: str, rid: str, seq: int | None, step: int | None, message: str
     ) -> None:
+        assert invariant in SIMULATION_INVARIANTS, f"{invariant!r} is not in SIMULATION_INVARIANTS"
         self.counts[invariant] += 1
         key = (engine, seq, invariant, rid if seq is None else "")
         if key in self._reported or self._examples[invariant] >= self.max_examples:
@@ -550,12 +494,16 @@ class InvariantChecker:
         assert spec is not None
         data = req.vocabulary.decode(ids)
         try:
-            text = data.decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError as err:
             bad("utf8", f"stop output is not valid UTF-8 at byte {err.start}: {data[max(0, err.start - 8): err.start + 8]!r}")
             return
+        try:
+            problem = validate_output(SpecRef.of(spec), data)
+        except CorpusError:  # the independent validators cannot read this spec: the output goes unjudged
+            self.checked["unvalidated"] += 1
+            return
         self.checked["validated"] += 1
-        problem = validate_output(spec, text, req.tg.grammar if req.tg is not None else None)
         if problem is not None:
             bad("soundness", f"output is not in the language: {problem}")
         elif not e.completion.valid:

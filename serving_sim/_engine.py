@@ -1,4 +1,4 @@
-"""``Engine``: a continuous-batching step loop with grammar-constrained sampling (DESIGN §5).
+"""``Engine``: a continuous-batching step loop with grammar-constrained sampling (docs/design.md §5).
 
 Theory of operation
 -------------------
@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from props.contract.backend import Refused as CompileRefused
+from props.contract.backend import Backend, Refused
 from refdecoder import Accepted
 from refdecoder.errors import NoValidToken
 from refdecoder.sampler import SamplingParams, apply_token_bitmask, sample
@@ -55,11 +55,11 @@ from ._lifecycle import Event, Status, transition
 from ._metrics import Metrics
 from ._models import Draft, KVHandle, Model, NoisyDraft
 from ._request import (
+    AdmissionRefused,
     Completion,
     Delta,
     Finished,
     FinishReason,
-    Refused,
     Request,
     RequestHandle,
     StreamEvent,
@@ -154,7 +154,7 @@ class Engine:
     def __init__(
         self,
         model: Model,
-        backend: Any,
+        backend: Backend,
         vocabulary: Any,
         config: EngineConfig | None = None,
         *,
@@ -195,7 +195,7 @@ class Engine:
 
     # -- public API ---------------------------------------------------------------------------------
     def submit(self, request: Request) -> RequestHandle:
-        """Admission control, compile (cache), queue. A refused request gets a :class:`Refused` event."""
+        """Admission control, compile (cache), queue. A refused request gets an :class:`AdmissionRefused` event."""
         rid = request.request_id or f"{self.name}-{self._next_request}"
         self._next_request += 1
         if rid in self._handles:
@@ -212,7 +212,7 @@ class Engine:
                 budget_s=self.config.admission.compile_budget_s,
                 include_vocabulary=not self._fault("cache_key_without_vocab"),
             )
-            if isinstance(out, CompileRefused):
+            if isinstance(out, Refused):
                 problem = f"refused by {getattr(self.backend, 'name', 'backend')}: {out.reason}"
                 if out.keyword:
                     problem += f" (keyword {out.keyword!r}{' at ' + out.pointer if out.pointer else ''})"
@@ -229,7 +229,7 @@ class Engine:
         if problem is not None:
             handle.status = transition(rid, handle.status, Event.REFUSE)
             handle.refusal = problem
-            handle.events.append(Refused(rid, problem))
+            handle.events.append(AdmissionRefused(rid, problem))
             self.metrics.refused += 1
             return handle
         params = request.params
@@ -552,11 +552,7 @@ class Engine:
                     if not isinstance(tok, NoValidToken):
                         self._append(live, seq, int(tok), "sampled")
                         continue
-                self._finish_seq(
-                    live, seq, "constraint_violation",
-                    error=f"NO_VALID_TOKEN at step {self.step_no}, state {self._state_id(seq)}",
-                    error_step=self.step_no, state_id=self._state_id(seq),
-                )
+                self._no_valid_token(live, seq)
                 continue
             seq.score += logprobs[b]
             self._append(live, seq, int(outcome), "sampled")
@@ -578,11 +574,7 @@ class Engine:
             vals, toks = torch.topk(lp, k)
             cands.extend((seq.score + float(v), pos, int(t)) for v, t in zip(vals, toks, strict=True))
         for seq in dead:
-            self._finish_seq(
-                live, seq, "constraint_violation",
-                error=f"NO_VALID_TOKEN at step {self.step_no}, state {self._state_id(seq)}",
-                error_step=self.step_no, state_id=self._state_id(seq),
-            )
+            self._no_valid_token(live, seq)
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         room = width - len(live.hypotheses)
         chosen: list[tuple[float, int, int]] = []
@@ -645,14 +637,15 @@ class Engine:
         return guide
 
     def _speculate(self, live: _Live, seq: _Seq) -> tuple[float, float, float]:
-        req, params = live.request, live.params
+        """One speculative step of ``seq`` (step 5 of the module docstring); ``(mask, forward, sample)`` ms."""
+        req = live.request
         assert seq.kv is not None
         t0 = time.perf_counter()
         k = max(0, min(req.speculative, req.max_tokens - len(seq.ids) - 1))
         gen = self._generator(live, seq, "speculate")
         ctx = self._context(live, seq)
         drafts, q = (
-            self.draft.propose(ctx, k, params, gen, self._guide(seq)) if k else ([], torch.zeros((0, self.vocab_size)))
+            self.draft.propose(ctx, k, live.params, gen, self._guide(seq)) if k else ([], torch.zeros((0, self.vocab_size)))
         )
         t1 = time.perf_counter()
         pending = self._pending(live, seq)
@@ -660,34 +653,66 @@ class Engine:
         t2 = time.perf_counter()
         base = len(ctx)
         ids_before = tuple(seq.ids)
-        constrained = seq.matcher is not None
-        check = constrained and not self._fault("spec_accept_without_grammar")
-        masks: list[np.ndarray] = []
-        walked = 0
+        check = seq.matcher is not None and not self._fault("spec_accept_without_grammar")
         try:
-            for i in range(k + 1):
-                row = self._mask_row(seq) if check else self._ones
-                masks.append(row)
-                origin = seq.origin if i == 0 and seq.origin in ("new", "fork", "resume") else "speculative"
-                self._trace_mask(live, seq, row, logits[i], ids_before + tuple(drafts[:i]),
-                                 tuple(seq.kv.tokens[: base + i]), origin)
-                if i == k or not check:
-                    continue
-                if not isinstance(self._accept_into(seq, drafts[i]), Accepted):
-                    break
-                walked += 1
+            masks, walked = self._walk_drafts(live, seq, drafts, k, logits, base, check)
         except _BackendFailure as e:
             self._finish_seq(live, seq, "error", error=str(e))
             return (time.perf_counter() - t2) * 1000, (t2 - t0) * 1000, 0.0
         seq.origin = "speculative"
         grammar_ok = walked if check else k
         t3 = time.perf_counter()
-        # Probability acceptance of the grammar-valid prefix (Leviathan et al. 2023, Algorithm 1).
+        accepted, stop_hit = self._accept_by_probability(live, drafts, q, logits, masks, grammar_ok, gen)
+        self._count_speculation(k, grammar_ok, accepted, stop_hit)
+        probe: np.ndarray | None = None
+        if check:
+            try:
+                probe = self._roll_back(seq, walked - accepted)
+            except _BackendFailure as e:
+                self._finish_seq(live, seq, "error", error=str(e))
+                return (t1 - t0 + time.perf_counter() - t2) * 1000, (t2 - t1) * 1000, 0.0
+        self._emit(
+            TraceSpec(self.name, live.rid, seq.seq_id, self.step_no, ids_before, tuple(drafts), grammar_ok, accepted, probe)
+        )
+        self.model.truncate_kv(seq.kv, base + accepted)
+        if self._append_drafts(live, seq, drafts[:accepted], check) and not stop_hit:
+            residual_of = q[accepted] if accepted < grammar_ok else None
+            self._resample(live, seq, logits[accepted], masks[accepted], residual_of)
+        return (t1 - t0 + t3 - t2) * 1000, (t2 - t1) * 1000, (time.perf_counter() - t3) * 1000
+
+    def _walk_drafts(
+        self, live: _Live, seq: _Seq, drafts: list[int], k: int, logits: torch.Tensor, base: int, check: bool
+    ) -> tuple[list[np.ndarray], int]:
+        """The verify's grammar walk: trace the mask at each of the ``k + 1`` positions and accept the
+        drafts into the matcher in order until it rejects one (without ``check``: all-ones masks, no
+        walk). ``(the masks, how many drafts were walked)``; a backend failure raises."""
+        assert seq.kv is not None
+        ids_before = tuple(seq.ids)
+        masks: list[np.ndarray] = []
+        walked = 0
+        for i in range(k + 1):
+            row = self._mask_row(seq) if check else self._ones
+            masks.append(row)
+            origin = seq.origin if i == 0 and seq.origin in ("new", "fork", "resume") else "speculative"
+            self._trace_mask(live, seq, row, logits[i], ids_before + tuple(drafts[:i]),
+                             tuple(seq.kv.tokens[: base + i]), origin)
+            if i == k or not check:
+                continue
+            if not isinstance(self._accept_into(seq, drafts[i]), Accepted):
+                break
+            walked += 1
+        return masks, walked
+
+    def _accept_by_probability(
+        self, live: _Live, drafts: list[int], q: torch.Tensor, logits: torch.Tensor, masks: list[np.ndarray],
+        grammar_ok: int, gen: torch.Generator,
+    ) -> tuple[int, bool]:
+        """Probability acceptance of the grammar-valid prefix (Leviathan et al. 2023, Algorithm 1):
+        ``(drafts accepted, whether the last one accepted is a stop id)``."""
+        stops = self.eos_ids | set(live.request.stop_ids)
         accepted = 0
-        stop_hit = False
-        stops = self.eos_ids | set(req.stop_ids)
         for i in range(grammar_ok):
-            p = self._target_probs(logits[i], masks[i], params)
+            p = self._target_probs(logits[i], masks[i], live.params)
             d = drafts[i]
             ratio = float(p[d] / q[i][d]) if float(q[i][d]) > 0 else 0.0
             u = float(torch.rand((), generator=gen, dtype=torch.float64))
@@ -695,8 +720,10 @@ class Engine:
                 break
             accepted += 1
             if d in stops:
-                stop_hit = True
-                break
+                return accepted, True
+        return accepted, False
+
+    def _count_speculation(self, k: int, grammar_ok: int, accepted: int, stop_hit: bool) -> None:
         self.metrics.spec_steps += 1
         self.metrics.spec_proposed += k
         self.metrics.spec_accepted += accepted
@@ -704,60 +731,60 @@ class Engine:
             self.metrics.spec_grammar_rejections += 1
         if accepted < grammar_ok and not stop_hit:
             self.metrics.spec_probability_rejections += 1
-        probe: np.ndarray | None = None
-        if check:
-            back = walked - accepted
-            if self._fault("spec_rollback_off_by_one") and back > 0:
-                back -= 1
-            try:
-                seq.matcher.rollback(back)  # type: ignore[union-attr]
-                probe = np.asarray(seq.matcher.mask(), dtype=np.int32)  # type: ignore[union-attr]
-            except Exception as e:  # noqa: BLE001
-                self._finish_seq(live, seq, "error", error=f"rollback({back}) failed: {e!r}")
-                return (t1 - t0 + time.perf_counter() - t2) * 1000, (t2 - t1) * 1000, 0.0
-        self._emit(
-            TraceSpec(self.name, live.rid, seq.seq_id, self.step_no, ids_before, tuple(drafts), grammar_ok, accepted, probe)
-        )
-        self.model.truncate_kv(seq.kv, base + accepted)
-        for d in drafts[:accepted]:
+
+    def _roll_back(self, seq: _Seq, back: int) -> np.ndarray:
+        """Roll the matcher back over the ``back`` walked but unaccepted drafts; its mask there (the
+        probe the checker compares with a one-by-one walk). A backend failure raises."""
+        assert seq.matcher is not None
+        if self._fault("spec_rollback_off_by_one") and back > 0:
+            back -= 1
+        try:
+            seq.matcher.rollback(back)
+            return np.asarray(seq.matcher.mask(), dtype=np.int32)
+        except Exception as e:  # noqa: BLE001
+            raise _BackendFailure(f"rollback({back}) failed: {e!r}") from e
+
+    def _append_drafts(self, live: _Live, seq: _Seq, drafts: list[int], check: bool) -> bool:
+        """Append the accepted drafts (the walk already accepted them into the matcher); False once
+        the sequence has finished."""
+        for d in drafts:
             verdict: Any = Accepted(d, None, "") if check else None
             self._append(live, seq, d, "draft", verdict=verdict)
             if seq not in live.seqs:
-                return (t1 - t0 + t3 - t2) * 1000, (t2 - t1) * 1000, (time.perf_counter() - t3) * 1000
-        if stop_hit:
-            return (t1 - t0 + t3 - t2) * 1000, (t2 - t1) * 1000, (time.perf_counter() - t3) * 1000
-        # Resample at the first rejected position from the grammar-allowed set.
-        row = masks[accepted]
-        if accepted < grammar_ok:
-            p = self._target_probs(logits[accepted], row, params)
-            residual = torch.clamp(p - q[accepted], min=0.0)
+                return False
+        return True
+
+    def _resample(
+        self, live: _Live, seq: _Seq, logits: torch.Tensor, row: np.ndarray, residual_of: torch.Tensor | None
+    ) -> None:
+        """The token after the accepted drafts, from the grammar-allowed set ``row``: after a
+        probability rejection from the residual ``max(p - q, 0)`` of the draft's ``q`` (``residual_of``),
+        else from the target's own distribution."""
+        if residual_of is not None:
+            p = self._target_probs(logits, row, live.params)
+            residual = torch.clamp(p - residual_of, min=0.0)
             if float(residual.sum()) <= 0.0:
                 residual = p
             z = torch.log(residual)
             draw_params = SamplingParams(temperature=1.0)
         else:
-            z = logits[accepted].to(torch.float32)
-            draw_params = params
+            z = logits.to(torch.float32)
+            draw_params = live.params
         result = sample(z[None, :].contiguous(), torch.from_numpy(row[None, :].copy()), [draw_params],
                         generators=[self._generator(live, seq, "resample")], step=self.step_no,
                         state_ids=[self._state_id(seq)], raise_on_error=False)
         outcome = result.outcomes()[0]
-        if isinstance(outcome, NoValidToken):
-            if self._fault("soft_filter_after_mask_dropped"):
-                fb = sample(logits[accepted][None, :].contiguous(), torch.from_numpy(self._ones[None, :].copy()),
-                            [params], generators=[self._generator(live, seq, "fallback")], raise_on_error=False)
-                tok = fb.outcomes()[0]
-                if not isinstance(tok, NoValidToken):
-                    self._append(live, seq, int(tok), "resampled")
-                    return (t1 - t0 + t3 - t2) * 1000, (t2 - t1) * 1000, (time.perf_counter() - t3) * 1000
-            self._finish_seq(
-                live, seq, "constraint_violation",
-                error=f"NO_VALID_TOKEN at step {self.step_no}, state {self._state_id(seq)}",
-                error_step=self.step_no, state_id=self._state_id(seq),
-            )
-        else:
+        if not isinstance(outcome, NoValidToken):
             self._append(live, seq, int(outcome), "resampled")
-        return (t1 - t0 + t3 - t2) * 1000, (t2 - t1) * 1000, (time.perf_counter() - t3) * 1000
+            return
+        if self._fault("soft_filter_after_mask_dropped"):
+            fb = sample(logits[None, :].contiguous(), torch.from_numpy(self._ones[None, :].copy()),
+                        [live.params], generators=[self._generator(live, seq, "fallback")], raise_on_error=False)
+            tok = fb.outcomes()[0]
+            if not isinstance(tok, NoValidToken):
+                self._append(live, seq, int(tok), "resampled")
+                return
+        self._no_valid_token(live, seq)
 
     # -- appending and finishing --------------------------------------------------------------------
     def _accept_into(self, seq: _Seq, tok: int) -> Any:
@@ -805,6 +832,14 @@ class Engine:
             self._delta(live, seq, seq.stream.feed(data))
         if len(seq.ids) >= live.request.max_tokens:
             self._finish_seq(live, seq, "stop" if self._fault("max_tokens_as_stop") else "length")
+
+    def _no_valid_token(self, live: _Live, seq: _Seq) -> None:
+        """Finish ``seq`` ``constraint_violation``: the grammar left no token with a finite logit."""
+        self._finish_seq(
+            live, seq, "constraint_violation",
+            error=f"NO_VALID_TOKEN at step {self.step_no}, state {self._state_id(seq)}",
+            error_step=self.step_no, state_id=self._state_id(seq),
+        )
 
     def _delta(self, live: _Live, seq: _Seq, text: str) -> None:
         if text:

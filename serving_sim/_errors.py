@@ -1,4 +1,4 @@
-"""Errors of the serving simulation, in maskcert's one hierarchy (STYLE §6)."""
+"""Errors of the serving simulation, in maskcert's one hierarchy (docs/style.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Named, switchable faults: realistic serving bugs the invariant checker must catch (DESIGN §5).
+"""Named, switchable faults: realistic serving bugs the invariant checker must catch (docs/design.md §5).
 
 Each fault is one ``if`` in the engine (search for ``self._fault(...)`` in ``_engine.py``), so the
 faulty code path sits next to the correct one it corrupts.

@@ -1,4 +1,4 @@
-"""The request lifecycle: one transition table (STYLE §2, after h11's ``_state.py``).
+"""The request lifecycle: one transition table (docs/style.md §2, after h11's ``_state.py``).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Per-run serving metrics (DESIGN §5): latencies, mask cost and density, cache and speculation rates.
+"""Per-run serving metrics (docs/design.md §5): latencies, mask cost and density, cache and speculation rates.
 
 "Model waited for masks" models the usual overlap of mask computation with the forward pass: each
 step the model waits ``max(0, mask_ms - forward_ms)``.

@@ -1,5 +1,5 @@
 """Models the loop runs: an adversarial logits model, a noisy draft for speculation, and a tiny
-random-weights Llama with a real KV cache (DESIGN §5 "Models").
+random-weights Llama with a real KV cache (docs/design.md §5 "Models").
 
 Every model speaks the same small protocol. A :class:`KVHandle` records the tokens whose keys and
 values it holds (``tokens``) next to the model's own cache object (``state``); ``forward`` feeds new

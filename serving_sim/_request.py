@@ -1,4 +1,4 @@
-"""Requests, their outputs, and the event stream a client reads (DESIGN §5)."""
+"""Requests, their outputs, and the event stream a client reads (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = [
     "Completion",
     "Delta",
     "Finished",
-    "Refused",
+    "AdmissionRefused",
     "StreamEvent",
     "RequestHandle",
 ]
@@ -89,14 +89,15 @@ class Finished:
 
 
 @dataclass(frozen=True)
-class Refused:
-    """Admission control turned the request away before it was queued."""
+class AdmissionRefused:
+    """Admission control turned the request away before it was queued (why: ``reason``; a backend's
+    own compile refusal is :class:`props.contract.backend.Refused`, which ``reason`` then quotes)."""
 
     request_id: str
     reason: str
 
 
-StreamEvent = Union[Delta, Finished, Refused]
+StreamEvent = Union[Delta, Finished, AdmissionRefused]
 
 
 @dataclass(eq=False)

@@ -1,10 +1,11 @@
 """``run_simulation``: a mixed workload on one or more engines, watched by the invariant checker.
 
-This is what ``maskcert simulate`` runs. Two engines (by default a trained vocabulary and its
-permutation) share one compile cache, as model replicas behind one grammar service would; requests
-arrive over time, some are cancelled or preempted, and every trace record goes to one
-:class:`InvariantChecker`. The report carries the metrics of DESIGN §5 and every violation seen;
-:func:`exit_code` is 1 when there is any violation, else 0.
+This is what ``maskcert simulate`` runs, on the backend adapter instance the application resolved.
+Two engines (by default a trained vocabulary and its permutation) share one compile cache, as model
+replicas behind one grammar service would; requests arrive over time, some are cancelled or
+preempted, and every trace record goes to one :class:`InvariantChecker`. The report carries the
+metrics of docs/design.md §5 and every violation seen; :func:`exit_code` is 1 when there is any
+violation, else 0.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from props.contract.backend import Backend
 from refdecoder import JsonProfile, Spec
 
 from ._caches import CompileCache
@@ -24,7 +26,7 @@ from ._faults import check_faults
 from ._metrics import Metrics
 from ._models import AdversarialModel, Model, TinyLlamaModel
 from ._request import RequestHandle
-from ._workload import available_specs, candidate_specs, default_vocabularies, make_workload
+from ._workload import Arrival, available_specs, candidate_specs, default_vocabularies, make_workload
 
 __all__ = ["SimulationReport", "run_simulation", "format_report", "exit_code"]
 
@@ -65,7 +67,7 @@ class SimulationReport:
         return {k: v for k, v in self.violation_counts.items() if not k.startswith("backend:")}
 
 
-def _json_profile(backend: Any) -> JsonProfile:
+def _json_profile(backend: Backend) -> JsonProfile:
     declared = getattr(getattr(backend, "profile", None), "json", None) or JsonProfile(allow_duplicate_keys=True)
     if getattr(backend, "name", "") == "reference":
         # The reference implements any profile exactly; a short whitespace bound keeps outputs finishing.
@@ -74,7 +76,7 @@ def _json_profile(backend: Any) -> JsonProfile:
 
 
 def run_simulation(
-    backend_name: str = "reference",
+    backend: Backend,
     fault: str | None = None,
     seed: int = 0,
     requests: int = 24,
@@ -88,29 +90,20 @@ def run_simulation(
     kv_budget_tokens: int = 160,
     resume_mode: Literal["replay", "snapshot"] = "replay",
     max_steps: int = 2_000,
-    backend: Any = None,
 ) -> SimulationReport:
-    """Run a mixed workload of ``requests`` requests and check every serving invariant.
+    """Run a mixed workload of ``requests`` requests on ``backend`` and check every serving invariant.
 
-    ``fault`` (or several in ``faults``) switches on named faults from :data:`FAULTS`. ``backend``
-    overrides ``backend_name`` with an adapter object. Deterministic by ``seed`` (wall-clock metrics
-    aside).
+    ``backend`` is an adapter instance (resolving a name to one is the application's job).
+    ``fault`` (or several in ``faults``) switches on named faults from :data:`FAULTS`. Deterministic by
+    ``seed`` (wall-clock metrics aside).
     """
-    from props.backends import load_backend
-
     active = check_faults(([fault] if fault else []) + list(faults))
-    adapter = backend if backend is not None else load_backend(backend_name)
     vocabs = list(vocabularies) if vocabularies is not None else default_vocabularies()
-    chosen, skipped = available_specs(specs if specs is not None else candidate_specs(_json_profile(adapter)))
+    chosen, skipped = available_specs(specs if specs is not None else candidate_specs(_json_profile(backend)))
     checker = InvariantChecker()
     cache = CompileCache()
     engines: list[Engine] = []
     for i, vocab in enumerate(vocabs):
-        mdl: Model
-        if model == "tiny-llama":
-            mdl = TinyLlamaModel(len(vocab), seed=seed + i)
-        else:
-            mdl = AdversarialModel(vocab, seed=seed * 1000 + i)
         config = EngineConfig(
             name=f"E{i}:{getattr(vocab, 'name', '') or 'vocab'}",
             max_rows=max_rows,
@@ -118,10 +111,47 @@ def run_simulation(
             resume_mode=resume_mode,
             seed=seed,
         )
-        engines.append(Engine(mdl, adapter, vocab, config, faults=active, observers=[checker], compile_cache=cache))
+        mdl = _model(model, vocab, seed, i)
+        engines.append(Engine(mdl, backend, vocab, config, faults=active, observers=[checker], compile_cache=cache))
     arrivals = make_workload(seed, requests, vocabs, chosen, max_tokens=max_tokens)
     t0 = time.perf_counter()
-    handles: list[tuple[int, RequestHandle]] = []
+    handles, steps = _drive(engines, arrivals, max_steps)
+    wall = time.perf_counter() - t0
+    return SimulationReport(
+        backend=str(backend.name),
+        faults=tuple(sorted(active)),
+        seed=seed,
+        model=model,
+        engines=[f"{eng.name} ({eng.vocab_size} ids)" for eng in engines],
+        specs=len(chosen),
+        skipped_specs=skipped,
+        submitted=len(handles),
+        refused=sum(1 for h in handles if h.refusal is not None),
+        metrics=_metrics(engines, wall),
+        compile_cache=cache.stats(),
+        prefix_cache=_prefix_cache_stats(engines),
+        checked=dict(checker.checked),
+        violations=list(checker.violations),
+        violation_counts=checker.by_invariant(),
+        wall_s=wall,
+        steps=steps,
+        unfinished=sum(1 for h in handles if not h.done),
+        handles=handles,
+    )
+
+
+def _model(kind: Literal["adversarial", "tiny-llama"], vocab: Any, seed: int, i: int) -> Model:
+    """Engine ``i``'s model."""
+    if kind == "tiny-llama":
+        return TinyLlamaModel(len(vocab), seed=seed + i)
+    return AdversarialModel(vocab, seed=seed * 1000 + i)
+
+
+def _drive(engines: list[Engine], arrivals: Sequence[Arrival], max_steps: int) -> tuple[list[RequestHandle], int]:
+    """Step the engines until every request is done (or ``max_steps``): each step first submits the
+    arrivals due, then the cancellations due and the preemptions whose request has made enough
+    progress. ``(every handle, in submission order; steps taken)``."""
+    handles: list[RequestHandle] = []
     cancels: dict[int, list[tuple[int, str]]] = {}
     preempts: list[tuple[int, str, int]] = []
     pending = list(arrivals)
@@ -130,62 +160,56 @@ def run_simulation(
         while pending and pending[0].step <= step:
             a = pending.pop(0)
             h = engines[a.engine].submit(a.request)
-            handles.append((a.engine, h))
+            handles.append(h)
             if a.cancel_at is not None:
                 cancels.setdefault(a.cancel_at, []).append((a.engine, h.request_id))
             if a.preempt_after is not None:
                 preempts.append((a.engine, h.request_id, a.preempt_after))
         for e, rid in cancels.pop(step, []):
             engines[e].cancel(rid)
-        for item in list(preempts):
-            e, rid, after = item
-            progress = engines[e].progress(rid)
-            if progress is None or progress >= after:
-                preempts.remove(item)
-                if progress is not None:
-                    engines[e].preempt(rid)
+        _preempt_due(engines, preempts)
         busy = [eng for eng in engines if eng.has_unfinished]
         if not busy and not pending:
             break
         for eng in busy:
             eng.step()
         step += 1
-    wall = time.perf_counter() - t0
+    return handles, step
+
+
+def _preempt_due(engines: list[Engine], preempts: list[tuple[int, str, int]]) -> None:
+    """Preempt each listed request that has generated its ``preempt_after`` tokens (dropping it from
+    ``preempts``; also a request that is already done)."""
+    for item in list(preempts):
+        e, rid, after = item
+        progress = engines[e].progress(rid)
+        if progress is None or progress >= after:
+            preempts.remove(item)
+            if progress is not None:
+                engines[e].preempt(rid)
+
+
+def _metrics(engines: list[Engine], wall: float) -> dict[str, Any]:
+    """The engines' metrics merged, with throughput over ``wall`` seconds."""
     merged = Metrics()
     for eng in engines:
         merged = merged.merge(eng.metrics)
+    summary = merged.summary()
+    summary["tokens_per_s"] = merged.tokens / wall if wall > 0 else 0.0
+    return summary
+
+
+def _prefix_cache_stats(engines: list[Engine]) -> dict[str, float]:
     looked = sum(eng.prefix_cache.lookups for eng in engines)
     hits = sum(eng.prefix_cache.hits for eng in engines)
     requested = sum(eng.prefix_cache.tokens_requested for eng in engines)
     reused = sum(eng.prefix_cache.tokens_reused for eng in engines)
-    summary = merged.summary()
-    summary["tokens_per_s"] = merged.tokens / wall if wall > 0 else 0.0
-    return SimulationReport(
-        backend=str(getattr(adapter, "name", backend_name)),
-        faults=tuple(sorted(active)),
-        seed=seed,
-        model=model,
-        engines=[f"{eng.name} ({eng.vocab_size} ids)" for eng in engines],
-        specs=len(chosen),
-        skipped_specs=skipped,
-        submitted=len(handles),
-        refused=sum(1 for _, h in handles if h.refusal is not None),
-        metrics=summary,
-        compile_cache=cache.stats(),
-        prefix_cache={
-            "lookups": looked,
-            "hits": hits,
-            "hit_rate": hits / looked if looked else 0.0,
-            "token_reuse": reused / requested if requested else 0.0,
-        },
-        checked=dict(checker.checked),
-        violations=list(checker.violations),
-        violation_counts=checker.by_invariant(),
-        wall_s=wall,
-        steps=step,
-        unfinished=sum(1 for _, h in handles if not h.done),
-        handles=[h for _, h in handles],
-    )
+    return {
+        "lookups": looked,
+        "hits": hits,
+        "hit_rate": hits / looked if looked else 0.0,
+        "token_reuse": reused / requested if requested else 0.0,
+    }
 
 
 def _dist(d: dict[str, float], unit: str = "ms") -> str:

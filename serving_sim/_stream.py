@@ -1,4 +1,4 @@
-"""Streaming text: UTF-8 deltas that never split a character (DESIGN §5).
+"""Streaming text: UTF-8 deltas that never split a character (docs/design.md §5).
 
 Incomplete trailing bytes are held back until the character completes; bytes that can never
 complete a character become U+FFFD exactly as ``bytes.decode("utf-8", "replace")`` would, so the

@@ -97,7 +97,7 @@ def compile_or_status(spec: Any, limits: Any, with_reason: bool = True) -> tuple
 
 def ratchet(name: str, status: dict[str, str], what: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Compare ``status`` (id -> "compiled" or a refusal) with the committed baseline: what compiled
-    there must still compile (regressions fail); new compiles pass with a note (STYLE §11).
+    there must still compile (regressions fail); new compiles pass with a note (docs/style.md §11).
     ``MASKCERT_UPDATE_BASELINES=1`` rewrites the baseline instead."""
     compiled = sum(1 for s in status.values() if s == "compiled")
     with capsys.disabled():

@@ -1,5 +1,5 @@
 """Deliberately broken backends: the reference with one defect each, for the quality tests of
-certification and fuzzing ("a quality test checks that known hard examples do get found", STYLE §15).
+certification and fuzzing ("a quality test checks that known hard examples do get found", docs/style.md §15).
 
 Each is an adapter class (``tests._toys:Name`` works as ``--backend module:Class``) whose matcher
 wraps a reference matcher and breaks exactly one invariant.

@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles (STYLE §15) and fixtures.
+"""Shared test configuration: Hypothesis profiles (docs/style.md §15) and fixtures.
 
 Profiles: ``ci`` (derandomized, bounded, no deadline), ``dev`` (random, a bit more), ``fuzz`` (long).
 Select with ``HYPOTHESIS_PROFILE``; CI exports ``HYPOTHESIS_PROFILE=ci``.

@@ -385,11 +385,10 @@ def test_worker_turns_hang_crash_and_memory_into_outcomes(byte_vocab: tm.Vocabul
             w.compile(Choice(["@oom"]), byte_vocab)
         assert oom.value.kind == "limits" and oom.value.memory_mb == 1024
 
-        t0 = time.monotonic()
         with pytest.raises(WorkerTimeout) as hang:
             w.compile(Choice(["@hang"]), byte_vocab)
         assert hang.value.kind == "limits" and hang.value.operation == "compile"
-        assert time.monotonic() - t0 < 10
+        assert hang.value.timeout_s == 1.5  # the hang was cut by compile_timeout_s, not a longer bound
         with pytest.raises(WorkerCrashed, match="stale handle"):
             m.mask()
 

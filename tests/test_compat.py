@@ -18,7 +18,7 @@ import props.checks.properties
 import tokenizers_matrix as tm
 from maskcert.certification import certify
 from maskcert.cli import main
-from maskcert.compat import (
+from props.contract.compat import (
     INCOMPATIBILITIES,
     DependencyError,
     Diagnosis,

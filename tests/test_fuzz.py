@@ -209,7 +209,8 @@ def test_sigterm_keeps_every_finding(tmp_path):
     assert all(Finding.from_json(json.loads(line)).id for line in after)
     assert len(read_findings(path)) == len(after)
     summary = json.loads((out / "campaign.json").read_text())
-    assert summary["stopped"] == "signal" and summary["elapsed_s"] < 60
+    assert summary["stopped"] == "signal"  # the signal, not the 120 s budget, ended the campaign
+    assert {json.loads(line)["id"] for line in before} <= set(summary["findings"])
     assert "stopped by a signal" in stdout
 
 

@@ -1,4 +1,4 @@
-"""JSON-Schema-Test-Suite draft2020-12 conformance, with a ratcheting baseline (STYLE §11).
+"""JSON-Schema-Test-Suite draft2020-12 conformance, with a ratcheting baseline (docs/style.md §11).
 
 For every group: the schema is refused (reason recorded) or, for every test, ``accepts()`` of the
 instance — compact, pretty-printed, with other legal whitespace, keys reordered, ASCII-escaped — equals

@@ -29,7 +29,7 @@ BASELINE = "jsonschemabench.json"
 
 
 def _skip_reason(schema: Any) -> str | None:
-    """Schemas judged differently by design, each with its reason (predicates, STYLE §11)."""
+    """Schemas judged differently by design, each with its reason (predicates, docs/style.md §11)."""
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as e:

@@ -1,4 +1,4 @@
-"""Token masks equal the per-token definition (DESIGN §2 "Token masks", §4 invariants 1–3).
+"""Token masks equal the per-token definition (docs/design.md §2 "Token masks", §4 invariants 1–3).
 
 Every fast path of :class:`refdecoder._tokens.TokenGrammar` (trie walk, lexeme tables, mask cache,
 interning resets) is compared with :meth:`TokenGrammar.mask_bruteforce` — ``grammar.advance`` token

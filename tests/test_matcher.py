@@ -1,4 +1,4 @@
-"""The per-sequence ``Matcher`` (DESIGN §4 invariants 2, 3, 6–9): segmentations, EOS, rollback, forks,
+"""The per-sequence ``Matcher`` (docs/design.md §4 invariants 2, 3, 6–9): segmentations, EOS, rollback, forks,
 rejections, speculation and jump-forward, checked against the grammar's own byte-level verdicts."""
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def test_rejection_reasons() -> None:
 
 class MatcherMachine(RuleBasedStateMachine):
     """Accept / rollback / fork / validate on several matchers, each checked against a replay of its
-    token list through the grammar's byte-level ``advance`` (DESIGN §4.6–4.8)."""
+    token list through the grammar's byte-level ``advance`` (docs/design.md §4.6–4.8)."""
 
     matchers = Bundle("matchers")
 

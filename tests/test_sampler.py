@@ -1,4 +1,4 @@
-"""Sampler tests (STYLE §13): exactly against ``torch.where(mask, logits, -inf)``, then statistically.
+"""Sampler tests (docs/style.md §13): exactly against ``torch.where(mask, logits, -inf)``, then statistically.
 
 The reference mask is built the slow, obvious way, one token at a time from the bit definition.
 Exactness is checked on bit patterns (``torch.equal`` on the integer view), which is stricter than

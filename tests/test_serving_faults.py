@@ -1,12 +1,17 @@
 """Every named serving fault is caught by the serving invariants within a bounded run, and the same run
-without the fault is clean (issue 7, DESIGN §5)."""
+without the fault is clean (issue 7, docs/design.md §5)."""
 
 from __future__ import annotations
 
 import pytest
 
 import serving_sim
-from serving_sim import FAULTS, SERVING_INVARIANTS, exit_code, format_report, run_simulation
+from maskcert.cli import main
+from props.backends import load_backend
+from props.contract.findings import INVARIANTS, SIMULATION_FINDING, SIMULATION_INVARIANTS
+from serving_sim import FAULTS, exit_code, format_report, run_simulation
+
+REFERENCE = load_backend("reference")
 
 # The invariant that must catch each fault (others may fire too: one bug has many symptoms).
 CAUGHT_BY = {
@@ -31,17 +36,22 @@ def test_every_fault_has_a_test_and_a_description():
     assert {"shared_beam_matcher", "spec_accept_without_grammar", "cache_key_without_vocab"} <= set(FAULTS)
     for name, text in FAULTS.items():
         assert text and "\n" not in text, name
-    assert set(CAUGHT_BY.values()) <= SERVING_INVARIANTS
+    assert set(CAUGHT_BY.values()) <= {k for k in SIMULATION_INVARIANTS if not k.startswith("backend:")}
+
+
+def test_every_simulation_invariant_becomes_a_finding_invariant():
+    assert set(SIMULATION_FINDING) == set(SIMULATION_INVARIANTS)
+    assert set(SIMULATION_FINDING.values()) <= set(INVARIANTS)
 
 
 def test_unknown_fault_is_refused():
     with pytest.raises(serving_sim.UnknownFault, match="expected one of"):
-        run_simulation(fault="no_such_fault", requests=1)
+        run_simulation(REFERENCE, fault="no_such_fault", requests=1)
 
 
 @pytest.fixture(scope="module")
 def clean_report() -> serving_sim.SimulationReport:
-    return run_simulation(seed=0, requests=REQUESTS)
+    return run_simulation(REFERENCE, seed=0, requests=REQUESTS)
 
 
 def test_clean_run_is_clean(clean_report):
@@ -61,7 +71,7 @@ def test_clean_run_is_clean(clean_report):
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_is_caught(fault, clean_report):
-    r = run_simulation(fault=fault, seed=0, requests=REQUESTS)
+    r = run_simulation(REFERENCE, fault=fault, seed=0, requests=REQUESTS)
     assert CAUGHT_BY[fault] in r.violation_counts, format_report(r)
     assert exit_code(r) == 1
     assert all(v.message for v in r.violations)
@@ -70,27 +80,29 @@ def test_fault_is_caught(fault, clean_report):
 
 
 def test_several_faults_at_once():
-    r = run_simulation(faults=["eos_always_allowed", "stream_split_char"], seed=1, requests=REQUESTS)
+    r = run_simulation(REFERENCE, faults=["eos_always_allowed", "stream_split_char"], seed=1, requests=REQUESTS)
     assert {"eos", "utf8"} <= set(r.violation_counts)
     assert r.faults == ("eos_always_allowed", "stream_split_char")
 
 
 def test_cli_prints_metrics_and_exit_codes(capsys):
-    assert serving_sim.cli_simulate({"fault": ["max_tokens_as_stop"], "requests": 11, "seed": 0}) == 1
+    assert main(["simulate", "--fault", "max_tokens_as_stop", "--requests", "11", "--seed", "0"]) == 1
     out = capsys.readouterr().out
     assert "VIOLATIONS" in out and "finish_reason" in out
     for metric in ("compile ms cold", "mask ms per step", "sampling ms per step", "TTFT", "inter-token",
                    "mask density", "compile cache", "prefix cache", "model waited for masks", "speculative"):
         assert metric in out, metric
-    assert serving_sim.cli_simulate({"list_faults": True}) == 0
+    assert main(["simulate", "--list-faults"]) == 0
     assert "shared_beam_matcher" in capsys.readouterr().out
+    assert main(["simulate", "--backend", "no-such-backend"]) == 2
+    assert "maskcert simulate: unknown backend 'no-such-backend'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, 5))
 def test_faults_caught_across_seeds(seed):
-    clean = run_simulation(seed=seed, requests=24)
+    clean = run_simulation(REFERENCE, seed=seed, requests=24)
     assert clean.violation_counts == {} and clean.unfinished == 0, format_report(clean)
     for fault, invariant in CAUGHT_BY.items():
-        r = run_simulation(fault=fault, seed=seed, requests=24)
+        r = run_simulation(REFERENCE, fault=fault, seed=seed, requests=24)
         assert invariant in r.violation_counts, (fault, format_report(r))

@@ -1,4 +1,4 @@
-"""Vocabularies for maskcert (DESIGN §3): a :class:`Vocabulary` value, loaders for real tokenizer
+"""Vocabularies for maskcert (docs/design.md §3): a :class:`Vocabulary` value, loaders for real tokenizer
 files, small deterministic trained tokenizers, and the named matrix tests parametrize over.
 
 Hypothesis strategies over a vocabulary live in :mod:`tokenizers_matrix.strategies`.

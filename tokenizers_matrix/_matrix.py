@@ -4,7 +4,7 @@
 ``full``: those plus real vocabularies: the 65k and 129k byte-level BPEs in the project's shared data
 (``$MASKCERT_SHARED_DATA``, else ``<repo>/../shared/data``), and, when ``mistral_common`` is installed,
 its 32k SentencePiece ``tokenizer.model.v1`` and 131k tekken vocabulary. An entry whose files are
-absent is not an error: :func:`unavailable` returns the reason to skip it (STYLE §11).
+absent is not an error: :func:`unavailable` returns the reason to skip it (docs/style.md §11).
 """
 
 from __future__ import annotations

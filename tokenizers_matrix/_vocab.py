@@ -1,6 +1,6 @@
-"""The :class:`Vocabulary` value (DESIGN §3): token ids -> bytes, plus special and EOS ids.
+"""The :class:`Vocabulary` value (docs/design.md §3): token ids -> bytes, plus special and EOS ids.
 
-A vocabulary is a value (STYLE §1): frozen, compared and hashed by its fingerprint, its invariants
+A vocabulary is a value (docs/style.md §1): frozen, compared and hashed by its fingerprint, its invariants
 checked once when it is built. The tokenizer library behind it (its :class:`Codec`) answers
 ``encode`` and the library's own decoding; it is not part of the value.
 """
@@ -243,7 +243,7 @@ def from_tokens(
 ) -> Vocabulary:
     """A hand-built vocabulary: ``tokens`` as ids 0..n-1, then one special EOS id named ``eos``.
 
-    Its ``encode`` is the segmentation with the fewest tokens (STYLE §12: tiny vocabularies make
+    Its ``encode`` is the segmentation with the fewest tokens (docs/style.md §12: tiny vocabularies make
     tests readable).
     """
     table: list[bytes | None] = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in tokens]

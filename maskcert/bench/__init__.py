@@ -7,6 +7,6 @@ and ``serving`` (the serving simulation's throughput per grammar backend). ``rep
 (``run_part``) and gathers them into one report with a ratio column per engine (``gather``,
 ``format_markdown``): ``maskcert bench all`` and ``ci/bench.sh``.
 
-They live outside ``refdecoder`` because they read corpora from disk (STYLE §5: the reference is
+They live outside ``refdecoder`` because they read corpora from disk (docs/style.md §5: the reference is
 sans-I/O). Nothing is imported here: the parts pull in torch and the engines only when they run.
 """

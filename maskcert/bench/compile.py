@@ -37,10 +37,11 @@ from typing import Any
 import numpy as np
 
 from maskcert.bench.masks import BenchCase, load_cases
+from props.backends import ENGINES
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_OPTIONS", "run_compile_bench", "format_table", "summarize"]
 
-DEFAULT_BACKENDS = ("xgrammar", "llguidance", "outlines-core", "lm-format-enforcer")
+DEFAULT_BACKENDS = ENGINES
 DEFAULT_OPTIONS: Mapping[str, Mapping[str, Any]] = {"xgrammar": {"cache_enabled": False, "max_threads": 1}}
 _WARM_SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 

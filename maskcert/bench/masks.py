@@ -18,15 +18,14 @@ import json
 import math
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from refdecoder._matcher import Accepted, Matcher
-from refdecoder._tokens import TokenGrammar, VocabularyLike, token_trie
+from refdecoder import Accepted, Matcher, TokenGrammar, VocabularyLike, token_trie
 from refdecoder.errors import LimitExceeded, MaskcertError, SpecError, Unsupported
 
 __all__ = ["BenchCase", "load_cases", "run_mask_bench", "format_table", "summarize"]
@@ -181,10 +180,227 @@ _ENGINES = {"xgrammar": _XGrammar, "llguidance": _LLGuidance}
 # -- the run ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Walking:
+    """How valid instances become walks: the vocabulary's codec and the per-case limits."""
+
+    encode: Callable[[str], Iterable[int]]
+    decode: Callable[[list[int]], bytes] | None
+    max_instances: int
+    max_tokens: int
+
+    def ids(self, instance: Any) -> list[int] | None:
+        """``json.dumps(instance)``'s canonical token ids; None if they do not round-trip or are too many."""
+        text = json.dumps(instance)
+        ids = list(self.encode(text))
+        if (self.decode is not None and self.decode(ids) != text.encode()) or len(ids) > self.max_tokens:
+            return None
+        return ids
+
+
+@dataclass
+class _EngineTally:
+    """One engine's measurements over the run."""
+
+    steps: list[float] = field(default_factory=list)
+    compile: list[float] = field(default_factory=list)
+    refused: int = 0
+    rejected_walks: int = 0
+    disagreeing_steps: int = 0
+    paired: list[tuple[float, float]] = field(default_factory=list)  # (reference, engine) step times
+
+
+@dataclass
+class _Tally:
+    """What the run measured and counted, accumulated case by case."""
+
+    engines: dict[str, _EngineTally]
+    refused: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    ref_steps: list[float] = field(default_factory=list)
+    ref_cold: list[float] = field(default_factory=list)
+    ref_warm: list[float] = field(default_factory=list)
+    ref_compile: list[float] = field(default_factory=list)
+    ref_rejected_walks: int = 0
+    walks: int = 0
+    skipped_walks: int = 0
+    compiled: int = 0
+    stats_total: Counter[str] = field(default_factory=Counter)
+    last_stats: dict[str, Any] | None = None
+
+
 def _reference_compile(schema: Any, profile: dict[str, Any]) -> Any:
-    from refdecoder._compile import compile_json_schema
+    from refdecoder import compile_json_schema
 
     return compile_json_schema(schema, **profile)
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``fn(*args)`` and the seconds it took."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def _start_engines(
+    vocab: VocabularyLike, engines: Sequence[str]
+) -> tuple[dict[str, _Engine], dict[str, str], dict[str, float]]:
+    """The engines that start, the errors of those that do not, and each one's setup time."""
+    live: dict[str, _Engine] = {}
+    engine_errors: dict[str, str] = {}
+    engine_setup_s: dict[str, float] = {}
+    for name in engines:
+        t0 = time.perf_counter()
+        try:
+            live[name] = _ENGINES[name](vocab)
+        except Exception as e:  # noqa: BLE001 - a missing/broken engine is reported, not fatal
+            engine_errors[name] = repr(e)[:200]
+        engine_setup_s[name] = time.perf_counter() - t0
+    return live, engine_errors, engine_setup_s
+
+
+def _reference_grammar(
+    schema: Any, vocab: VocabularyLike, profile: dict[str, Any], cache_bytes: int, tally: _Tally
+) -> TokenGrammar | None:
+    """The reference's token grammar for ``schema`` (compile time tallied); None if it refuses or fails."""
+    t0 = time.perf_counter()
+    try:
+        g = _reference_compile(schema, profile)
+        tg = TokenGrammar(g, vocab, cache_bytes=cache_bytes)
+    except (Unsupported, LimitExceeded, SpecError) as e:
+        key = getattr(e, "keyword", None) or getattr(e, "limit", None) or type(e).__name__
+        tally.refused[f"{type(e).__name__}:{key}"] += 1
+        return None
+    except Exception as e:  # noqa: BLE001 - counted: any other exception is a reference bug
+        tally.errors[f"{type(e).__name__}: {str(e)[:80]}"] += 1
+        return None
+    tally.ref_compile.append(time.perf_counter() - t0)
+    tally.compiled += 1
+    return tg
+
+
+def _engine_handles(live: dict[str, _Engine], schema: Any, tally: _Tally) -> dict[str, Any]:
+    """Each live engine's compiled ``schema`` (compile time tallied); a refusal is counted instead."""
+    handles: dict[str, Any] = {}
+    for name, engine in live.items():
+        t0 = time.perf_counter()
+        try:
+            handles[name] = engine.compile(schema)
+            tally.engines[name].compile.append(time.perf_counter() - t0)
+        except Exception:  # noqa: BLE001 - an engine refusal
+            tally.engines[name].refused += 1
+    return handles
+
+
+def _time_masks(
+    m: Matcher, tg: TokenGrammar, live: dict[str, _Engine], ems: dict[str, Any], tally: _Tally
+) -> None:
+    """Time one step's mask on the reference (cold or warm) and on each engine still walking."""
+    before = tg.stats()["misses"]
+    ref_mask, dt = _timed(m.mask)
+    tally.ref_steps.append(dt)
+    (tally.ref_cold if tg.stats()["misses"] > before else tally.ref_warm).append(dt)
+    for n in list(ems):
+        em, edt = _timed(live[n].mask, ems[n])
+        rec = tally.engines[n]
+        rec.steps.append(edt)
+        rec.paired.append((dt, edt))
+        if not np.array_equal(em, ref_mask):
+            rec.disagreeing_steps += 1
+
+
+def _accept_all(m: Matcher, live: dict[str, _Engine], ems: dict[str, Any], token: int, tally: _Tally) -> bool:
+    """Feed ``token`` to the reference, then to the engines still walking; False if the reference rejects."""
+    if not isinstance(m.accept(token), Accepted):
+        tally.ref_rejected_walks += 1
+        return False
+    for n in list(ems):
+        if not live[n].accept(ems[n], token):
+            tally.engines[n].rejected_walks += 1
+            del ems[n]
+    return True
+
+
+def _walk(
+    tg: TokenGrammar, ids: list[int], live: dict[str, _Engine], handles: dict[str, Any], tally: _Tally
+) -> None:
+    """Time the masks along one walk of ``ids``: before every token and once after the last."""
+    tally.walks += 1
+    m = Matcher(tg)
+    ems = {n: live[n].matcher(h) for n, h in handles.items()}
+    for k in range(len(ids) + 1):
+        _time_masks(m, tg, live, ems, tally)
+        if k == len(ids) or not _accept_all(m, live, ems, ids[k], tally):
+            break
+
+
+def _bench_case(
+    case: BenchCase,
+    vocab: VocabularyLike,
+    live: dict[str, _Engine],
+    profile: dict[str, Any],
+    cache_bytes: int,
+    walking: _Walking,
+    tally: _Tally,
+) -> None:
+    """Compile one case on the reference and the engines, then walk its first valid instances."""
+    tg = _reference_grammar(case.schema, vocab, profile, cache_bytes, tally)
+    if tg is None:
+        return
+    handles = _engine_handles(live, case.schema, tally)
+    for instance in case.instances[: walking.max_instances]:
+        ids = walking.ids(instance)
+        if ids is None:
+            tally.skipped_walks += 1
+            continue
+        _walk(tg, ids, live, handles, tally)
+    counted = ("hits", "misses", "lexeme_path", "full_walks")
+    tally.stats_total.update({k: v for k, v in tg.stats().items() if k in counted})
+    tally.last_stats = tg.stats()  # trie and lexeme tables are per vocabulary: the last one has them all
+
+
+def _schema_counts(total: int, tally: _Tally) -> dict[str, Any]:
+    """The result's ``schemas`` entry: cases read, compiled, refused and failed (by reason)."""
+    return {
+        "total": total,
+        "compiled": tally.compiled,
+        "refused": sum(tally.refused.values()),
+        "refused_by": dict(tally.refused.most_common()),
+        "errors": sum(tally.errors.values()),
+        "errors_by": dict(tally.errors.most_common(10)),
+    }
+
+
+def _reference_summary(tally: _Tally) -> dict[str, Any]:
+    """The result's ``reference`` entry: step times overall, cold and warm, compile times, rejections."""
+    return {
+        "steps": summarize(tally.ref_steps),
+        "cold": summarize(tally.ref_cold),
+        "warm": summarize(tally.ref_warm),
+        "compile": summarize(tally.ref_compile),
+        "rejected_walks": tally.ref_rejected_walks,
+    }
+
+
+def _median_ratio(paired: list[tuple[float, float]]) -> float:
+    """Median reference step time over median engine step time on the same steps (NaN without data)."""
+    return (
+        float(np.median([r for r, _ in paired]) / np.median([x for _, x in paired]))
+        if paired and np.median([x for _, x in paired]) > 0
+        else math.nan
+    )
+
+
+def _engine_summary(rec: _EngineTally) -> dict[str, Any]:
+    """One engine's entry of the result's ``engines``."""
+    return {
+        "steps": summarize(rec.steps),
+        "compile": summarize(rec.compile),
+        "refused": rec.refused,
+        "rejected_walks": rec.rejected_walks,
+        "disagreeing_steps": rec.disagreeing_steps,
+        "reference_over_engine_median": _median_ratio(rec.paired),
+    }
 
 
 def run_mask_bench(
@@ -204,162 +420,43 @@ def run_mask_bench(
 
     Returns a JSON-serializable dict: ``schemas`` (counts, refusals by reason), ``reference`` and one
     entry per engine (step-time summaries overall/cold/warm, compile times, rejections,
-    disagreements), ``ratios`` (engine median / reference median over the same steps) and
+    disagreements, and ``reference_over_engine_median``: the reference's median step time over the
+    engine's on the same steps) and
     ``cache`` (the reference's cache statistics). ``profile`` holds ``JsonProfile`` options for the
     reference; the default allows duplicate keys, as both engines do (they keep no key memory).
     """
     profile = {"allow_duplicate_keys": True} if profile is None else profile
     start = time.perf_counter()
-    t0 = time.perf_counter()
-    trie = token_trie(vocab)
-    trie_s = time.perf_counter() - t0
+    trie, trie_s = _timed(token_trie, vocab)
     cases = load_cases(schemas_dir, limit, categories)
     encode = getattr(vocab, "encode", None)
-    decode = getattr(vocab, "decode", None)
     if encode is None:
         raise MaskcertError(
             "run_mask_bench needs a vocabulary with encode() (a tokenizers_matrix.Vocabulary)"
         )
-
-    live: dict[str, _Engine] = {}
-    engine_errors: dict[str, str] = {}
-    engine_setup_s: dict[str, float] = {}
-    for name in engines:
-        t0 = time.perf_counter()
-        try:
-            live[name] = _ENGINES[name](vocab)
-        except Exception as e:  # noqa: BLE001 - a missing/broken engine is reported, not fatal
-            engine_errors[name] = repr(e)[:200]
-        engine_setup_s[name] = time.perf_counter() - t0
-
-    refused: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    ref_steps: list[float] = []
-    ref_cold: list[float] = []
-    ref_warm: list[float] = []
-    ref_compile: list[float] = []
-    ref_rejected_walks = 0
-    walks = 0
-    skipped_walks = 0
-    eng: dict[str, dict[str, Any]] = {
-        n: {
-            "steps": [],
-            "compile": [],
-            "refused": 0,
-            "rejected_walks": 0,
-            "disagreeing_steps": 0,
-            "paired": [],
-        }
-        for n in live
-    }
-    stats_total: Counter[str] = Counter()
-    last_stats: dict[str, Any] | None = None
-    compiled_count = 0
+    walking = _Walking(encode, getattr(vocab, "decode", None), max_instances, max_tokens)
+    live, engine_errors, engine_setup_s = _start_engines(vocab, engines)
+    tally = _Tally(engines={n: _EngineTally() for n in live})
     for case in cases:
         if time_budget_s is not None and time.perf_counter() - start > time_budget_s:
             break
-        t0 = time.perf_counter()
-        try:
-            g = _reference_compile(case.schema, profile)
-            tg = TokenGrammar(g, vocab, cache_bytes=cache_bytes)
-        except (Unsupported, LimitExceeded, SpecError) as e:
-            key = getattr(e, "keyword", None) or getattr(e, "limit", None) or type(e).__name__
-            refused[f"{type(e).__name__}:{key}"] += 1
-            continue
-        except Exception as e:  # noqa: BLE001 - counted: any other exception is a reference bug
-            errors[f"{type(e).__name__}: {str(e)[:80]}"] += 1
-            continue
-        ref_compile.append(time.perf_counter() - t0)
-        compiled_count += 1
-        handles: dict[str, Any] = {}
-        for name, engine in live.items():
-            t0 = time.perf_counter()
-            try:
-                handles[name] = engine.compile(case.schema)
-                eng[name]["compile"].append(time.perf_counter() - t0)
-            except Exception:  # noqa: BLE001 - an engine refusal
-                eng[name]["refused"] += 1
-        for instance in case.instances[:max_instances]:
-            text = json.dumps(instance)
-            ids = list(encode(text))
-            if (decode is not None and decode(ids) != text.encode()) or len(ids) > max_tokens:
-                skipped_walks += 1
-                continue
-            walks += 1
-            m = Matcher(tg)
-            ems = {n: live[n].matcher(h) for n, h in handles.items()}
-            for k in range(len(ids) + 1):
-                before = tg.stats()["misses"]
-                t0 = time.perf_counter()
-                ref_mask = m.mask()
-                dt = time.perf_counter() - t0
-                ref_steps.append(dt)
-                (ref_cold if tg.stats()["misses"] > before else ref_warm).append(dt)
-                for n in list(ems):
-                    t0 = time.perf_counter()
-                    em = live[n].mask(ems[n])
-                    edt = time.perf_counter() - t0
-                    eng[n]["steps"].append(edt)
-                    eng[n]["paired"].append((dt, edt))
-                    if not np.array_equal(em, ref_mask):
-                        eng[n]["disagreeing_steps"] += 1
-                if k == len(ids):
-                    break
-                t = ids[k]
-                if not isinstance(m.accept(t), Accepted):
-                    ref_rejected_walks += 1
-                    break
-                for n in list(ems):
-                    if not live[n].accept(ems[n], t):
-                        eng[n]["rejected_walks"] += 1
-                        del ems[n]
-        counted = ("hits", "misses", "lexeme_path", "full_walks")
-        stats_total.update({k: v for k, v in tg.stats().items() if k in counted})
-        last_stats = tg.stats()  # trie and lexeme tables are per vocabulary: the last one has them all
+        _bench_case(case, vocab, live, profile, cache_bytes, walking, tally)
 
-    ref_summary = summarize(ref_steps)
     result: dict[str, Any] = {
         "vocab": {"name": getattr(vocab, "name", ""), "size": trie.vocab_size, "trie_nodes": trie.num_nodes},
         "trie_build_s": trie_s,
-        "schemas": {
-            "total": len(cases),
-            "compiled": compiled_count,
-            "refused": sum(refused.values()),
-            "refused_by": dict(refused.most_common()),
-            "errors": sum(errors.values()),
-            "errors_by": dict(errors.most_common(10)),
-        },
+        "schemas": _schema_counts(len(cases), tally),
         "profile": profile,
-        "walks": walks,
-        "walks_skipped": skipped_walks,
-        "reference": {
-            "steps": ref_summary,
-            "cold": summarize(ref_cold),
-            "warm": summarize(ref_warm),
-            "compile": summarize(ref_compile),
-            "rejected_walks": ref_rejected_walks,
-        },
-        "cache": {**dict(stats_total), **({} if last_stats is None else _cache_part(last_stats))},
+        "walks": tally.walks,
+        "walks_skipped": tally.skipped_walks,
+        "reference": _reference_summary(tally),
+        "cache": {**dict(tally.stats_total), **_cache_part(tally.last_stats or {})},
         "engines": {},
         "engine_errors": engine_errors,
         "engine_setup_s": engine_setup_s,
         "elapsed_s": time.perf_counter() - start,
     }
-    for n, rec in eng.items():
-        paired = rec["paired"]
-        ratio = (
-            float(np.median([r for r, _ in paired]) / np.median([x for _, x in paired]))
-            if paired and np.median([x for _, x in paired]) > 0
-            else math.nan
-        )
-        result["engines"][n] = {
-            "steps": summarize(rec["steps"]),
-            "compile": summarize(rec["compile"]),
-            "refused": rec["refused"],
-            "rejected_walks": rec["rejected_walks"],
-            "disagreeing_steps": rec["disagreeing_steps"],
-            "reference_over_engine_median": ratio,
-        }
+    result["engines"] = {n: _engine_summary(rec) for n, rec in tally.engines.items()}
     return result
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from props.backends import ENGINES
 from refdecoder.errors import MaskcertError
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 PARTS = ("masks", "compile", "sampler", "serving")
-ENGINE_ORDER = ("xgrammar", "llguidance", "outlines-core", "lm-format-enforcer")
+ENGINE_ORDER = ENGINES
 
 Row = dict[str, Any]
 

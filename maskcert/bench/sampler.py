@@ -1,6 +1,6 @@
 """Timing of :func:`~refdecoder.sampler.apply_token_bitmask` beside the engines' kernels, and of ``sample``.
 
-Behind ``maskcert bench sampler``. It measures and returns rows; the caller prints them (STYLE §5). All
+Behind ``maskcert bench sampler``. It measures and returns rows; the caller prints them (docs/style.md §5). All
 timings are on the CPU, float32 logits, with ``torch.set_num_threads(threads)`` for the duration:
 
 * ``maskcert``: :func:`apply_token_bitmask`;

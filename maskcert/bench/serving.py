@@ -30,9 +30,10 @@ DEFAULT_BACKENDS = ("xgrammar", "llguidance", "outlines-core", "lm-format-enforc
 
 
 def _one(name: str, requests: int, seed: int, max_tokens: int) -> dict[str, Any]:
+    from props.backends import load_backend
     from serving_sim import run_simulation
 
-    report = run_simulation(name, None, seed, requests, max_tokens=max_tokens)
+    report = run_simulation(load_backend(name), None, seed, requests, max_tokens=max_tokens)
     m = report.metrics
     mask = m["mask_ms_per_step"]
     return {

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import refdecoder
 from maskcert.fuzz._property import Property, TargetContext, cover
-from props.contract.findings import Finding, FindingFailure, SpecRef
+from props.contract.findings import Finding, FindingFailure, Invariant, SpecRef
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec, TokenGrammar
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
 
@@ -49,15 +49,7 @@ def _version() -> str:
 
 def spec_ref(spec: Spec, name: str = "") -> SpecRef:
     """How to rebuild ``spec`` (the ``spec`` field of a finding)."""
-    if isinstance(spec, JsonSchema):
-        return SpecRef("json_schema", spec.schema, name, "fuzz", spec.profile.as_dict())
-    if isinstance(spec, Regex):
-        return SpecRef("regex", spec.pattern, name, "fuzz")
-    if isinstance(spec, Gbnf):
-        return SpecRef("gbnf", spec.text, name, "fuzz")
-    if isinstance(spec, Choice):
-        return SpecRef("choice", list(spec.options), name, "fuzz")
-    raise TypeError(f"not a spec: {spec!r}")
+    return SpecRef.of(spec, name, "fuzz")
 
 
 def _compile(spec: Spec) -> refdecoder.Grammar:
@@ -73,14 +65,14 @@ def _disagreement(spec: Spec, text: str, accepted: bool, oracle: str, why: str, 
     data = text.encode("utf-8")
     if accepted:  # the reference lets an invalid string finish
         return Finding(
-            invariant="soundness", backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
+            invariant=Invariant.SOUNDNESS, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
             tokenizer="", tokenizer_fingerprint="", backend_verdict="accepted", reference_verdict="rejected",
             message=f"refdecoder accepts {text!r}, which {oracle} rejects",
             certificate={"completion": data, "validator_error": why, "validated_by": oracle},
             prefix_bytes=data, walk=walk,
         )  # fmt: skip
     return Finding(
-        invariant="completeness_byte", backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
+        invariant=Invariant.COMPLETENESS_BYTE, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
         tokenizer="", tokenizer_fingerprint="", backend_verdict="rejected", reference_verdict="accepted",
         message=f"refdecoder rejects {text!r}, which {oracle} accepts",
         certificate={"witness": data, "validated_by": oracle}, prefix_bytes=data, walk=walk,
@@ -340,7 +332,7 @@ def _gbnf_property() -> Property:
             if (nxt is not None) != viable:
                 prefix = data_bytes[:k]
                 f = Finding(
-                    invariant="soundness" if nxt is not None else "completeness_byte", backend=BACKEND,
+                    invariant=Invariant.SOUNDNESS if nxt is not None else Invariant.COMPLETENESS_BYTE, backend=BACKEND,
                     backend_version=_version(), spec=spec_ref(spec), tokenizer="", tokenizer_fingerprint="",
                     backend_verdict="viable" if nxt is not None else "dead",
                     reference_verdict="viable" if viable else "dead",
@@ -371,7 +363,7 @@ _MASK_SPECS: tuple[Spec, ...] = (
 
 
 def _bits(mask: np.ndarray, vocab_size: int) -> np.ndarray:
-    from refdecoder._tokens import unpack_mask
+    from refdecoder.bitmask import unpack_mask
 
     bits = np.zeros(vocab_size, dtype=bool)
     bits[unpack_mask(np.asarray(mask), vocab_size)] = True
@@ -416,7 +408,7 @@ def _masks_property(ctx: TargetContext) -> Property:
                 for t in np.flatnonzero(got != want)[:4].tolist():
                     is_eos = t in tg.eos_ids
                     allowed = bool(got[t])
-                    inv = "eos" if is_eos else ("soundness" if allowed else "completeness_token")
+                    inv = Invariant.EOS if is_eos else (Invariant.SOUNDNESS if allowed else Invariant.COMPLETENESS_TOKEN)
                     findings.append(Finding(
                         invariant=inv, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
                         tokenizer=str(getattr(vocab, "name", "")), tokenizer_fingerprint=str(getattr(vocab, "fingerprint", "")),

@@ -6,7 +6,7 @@
   and report ``NoValidToken`` exactly when no such token exists.
 
 A difference is a finding with backend ``reference`` on a pseudo-spec naming the function and the
-dtype (``SpecRef("choice", ["sampler:apply_token_bitmask", "float32"])``): the sampler has no
+dtype (``SpecRef(SpecKind.CHOICE, ["sampler:apply_token_bitmask", "float32"])``): the sampler has no
 grammar, and the certificate holds the case (row, token, words, logits).
 """
 
@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from maskcert.fuzz._property import Property, TargetContext, cover
-from props.contract.findings import Finding, FindingFailure, SpecRef
+from props.contract.findings import Finding, FindingFailure, Invariant, SpecKind, SpecRef
 
 __all__ = ["sampler_properties"]
 
@@ -56,11 +56,11 @@ def _allowed(bitmask: Any, vocab: int) -> list[list[bool]]:
     ]
 
 
-def _finding(fn: str, dtype: str, invariant: str, token: int | None, got: str, want: str, message: str,
+def _finding(fn: str, dtype: str, invariant: Invariant, token: int | None, got: str, want: str, message: str,
              certificate: dict[str, Any]) -> Finding:  # fmt: skip
     return Finding(
         invariant=invariant, backend="reference", backend_version="0.1.0",
-        spec=SpecRef("choice", [f"sampler:{fn}", dtype], name=f"sampler:{fn}", corpus="sampler"),
+        spec=SpecRef(SpecKind.CHOICE, [f"sampler:{fn}", dtype], name=f"sampler:{fn}", corpus="sampler"),
         tokenizer="", tokenizer_fingerprint="", token_id=token, backend_verdict=got, reference_verdict=want,
         message=message, certificate=certificate, walk="sampler",
     )  # fmt: skip
@@ -71,8 +71,7 @@ def _apply_property() -> Property:
     def apply_equals_where(case: tuple[Any, Any]) -> None:
         import torch
 
-        from refdecoder._sampler_bits import INT_TWIN
-        from refdecoder.sampler import apply_token_bitmask
+        from refdecoder.sampler import INT_TWIN, apply_token_bitmask
 
         logits, bitmask = case
         vocab = logits.shape[1]
@@ -89,7 +88,7 @@ def _apply_property() -> Property:
             ok = bool(allowed[r, i])
             raise FindingFailure([_finding(
                 "apply_token_bitmask", str(logits.dtype).removeprefix("torch."),
-                "completeness_token" if ok else "soundness", i,
+                Invariant.COMPLETENESS_TOKEN if ok else Invariant.SOUNDNESS, i,
                 f"logit {float(got[r, i])!r}", f"logit {float(want[r, i])!r}",
                 f"apply_token_bitmask differs from torch.where(mask, logits, -inf) on an "
                 f"{'allowed' if ok else 'masked'} token",
@@ -129,20 +128,20 @@ def _sample_property() -> Property:
             cert = {"row": r, "vocab": vocab, "words": bitmask[r].tolist(), "params": p}
             if isinstance(outcome, NoValidToken):
                 if usable:
-                    raise FindingFailure([_finding("sample", dtype, "liveness", None, "NoValidToken",
+                    raise FindingFailure([_finding("sample", dtype, Invariant.LIVENESS, None, "NoValidToken",
                                                    f"{len(usable)} usable tokens",
                                                    "sample reports no valid token while allowed tokens have usable logits",
                                                    cert)])  # fmt: skip
                 continue
             t = int(outcome)
             if t not in usable:
-                raise FindingFailure([_finding("sample", dtype, "soundness", t, "drawn", "masked",
+                raise FindingFailure([_finding("sample", dtype, Invariant.SOUNDNESS, t, "drawn", "masked",
                                                "sample drew a masked token or one with logit -inf/NaN", cert)])  # fmt: skip
             if params_.greedy:
                 best = max(row[i] for i in usable)
                 first = next(i for i in usable if row[i] == best)
                 if t != first:
-                    raise FindingFailure([_finding("sample", dtype, "determinism", t, "drawn", f"argmax {first}",
+                    raise FindingFailure([_finding("sample", dtype, Invariant.DETERMINISM, t, "drawn", f"argmax {first}",
                                                    "greedy sample is not the first allowed maximum", cert)])  # fmt: skip
 
     return Property("sampler/sample", sample_draws_allowed)

@@ -19,28 +19,9 @@ from hypothesis import strategies as st
 
 from maskcert.fuzz._property import Property, TargetContext, cover
 from maskcert.fuzz._reference import spec_ref
-from props.contract.findings import Finding, FindingFailure, SpecRef
+from props.contract.findings import SIMULATION_FINDING, Finding, FindingFailure, Invariant, SpecKind, SpecRef
 
-__all__ = ["serving_properties", "SERVING_TO_FINDING"]
-
-# serving_sim's invariant names -> props.contract.findings.INVARIANTS
-SERVING_TO_FINDING: dict[str, str] = {
-    "soundness": "soundness",
-    "completeness": "completeness_token",
-    "eos": "eos",
-    "fork": "fork",
-    "kv": "fork",
-    "resume": "rollback",
-    "rollback": "rollback",
-    "speculative": "speculative",
-    "finish_reason": "determinism",
-    "utf8": "utf8",
-    "isolation": "determinism",
-    "backend_error": "crash",
-    "backend:soundness": "soundness",
-    "backend:completeness": "completeness_token",
-    "backend:eos": "eos",
-}
+__all__ = ["serving_properties"]
 
 
 def _findings(report: Any, config: dict[str, Any], faults: tuple[str, ...]) -> list[Finding]:
@@ -48,9 +29,9 @@ def _findings(report: Any, config: dict[str, Any], faults: tuple[str, ...]) -> l
     out: list[Finding] = []
     for v in report.violations:
         spec = specs.get(v.request_id)
-        ref = spec_ref(spec) if spec is not None else SpecRef("choice", [], name="unconstrained", corpus="serving")
+        ref = spec_ref(spec) if spec is not None else SpecRef(SpecKind.CHOICE, [], name="unconstrained", corpus="serving")
         out.append(Finding(
-            invariant=SERVING_TO_FINDING.get(v.invariant, "determinism"), backend=report.backend,
+            invariant=SIMULATION_FINDING[v.invariant], backend=report.backend,
             backend_version="", spec=ref, tokenizer=v.engine.split(":", 1)[-1], tokenizer_fingerprint="",
             backend_verdict=f"serving:{v.invariant}", reference_verdict="replay",
             message=f"serving invariant {v.invariant!r} violated" + (f" (faults: {', '.join(faults)})" if faults else ""),
@@ -99,8 +80,8 @@ def serving_properties(ctx: TargetContext, faults: tuple[str, ...] | None = None
             diff = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b) if len(first) == len(second) else -1
             h = runs[0].handles[max(diff, 0)]
             f = Finding(
-                invariant="determinism", backend=runs[0].backend, backend_version="",
-                spec=spec_ref(h.request.spec) if h.request.spec is not None else SpecRef("choice", [], name="unconstrained"),
+                invariant=Invariant.DETERMINISM, backend=runs[0].backend, backend_version="",
+                spec=spec_ref(h.request.spec) if h.request.spec is not None else SpecRef(SpecKind.CHOICE, [], name="unconstrained"),
                 tokenizer="", tokenizer_fingerprint="", backend_verdict="outputs differ", reference_verdict="same outputs",
                 message="two runs of the same seeded workload produced different outputs",
                 certificate={"seed": seed, "requests": requests, "request_id": h.request_id,

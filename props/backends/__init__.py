@@ -1,23 +1,68 @@
-"""Backend adapters: ``reference`` always; third-party engines when their packages are installed."""
+"""The one backend registry, and loading adapters from it.
+
+Every backend maskcert knows is one :class:`BackendInfo` in :data:`REGISTRY`: its adapter class, the
+engine's import name and pip distribution, the versions its adapter is tested against, and the
+adapter's constructor defaults (which reproducers replay; ``tests/test_repro.py`` checks them
+against the adapters' signatures). The certifier, the worker subprocess, reproducers, benchmarks,
+``maskcert doctor`` and ``ci/fuzz.sh`` all read this table; nothing else lists backends.
+
+``reference`` always loads; a third-party engine loads when its package is installed.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from refdecoder.errors import MaskcertError
 
-__all__ = ["load_backend", "adapter_class", "ADAPTERS", "BackendUnavailable"]
+__all__ = ["BackendInfo", "REGISTRY", "ENGINES", "ADAPTERS", "load_backend", "adapter_class", "BackendUnavailable"]
 
-# name -> "module:Class"
-ADAPTERS = {
-    "reference": "props.backends.reference:ReferenceBackend",
-    "xgrammar": "props.backends.xgrammar:XGrammarBackend",
-    "llguidance": "props.backends.llguidance:LLGuidanceBackend",
-    "outlines-core": "props.backends.outlines_core:OutlinesCoreBackend",
-    "lm-format-enforcer": "props.backends.lmfe:LMFormatEnforcerBackend",
-}
 
+@dataclass(frozen=True)
+class BackendInfo:
+    """A registered backend. ``tested`` is a PEP 440 specifier of the engine versions the adapter's
+    tests passed on; ``defaults`` the adapter constructor's defaults for the options a reproducer
+    replays."""
+
+    name: str
+    adapter: str  # "module:Class"
+    import_name: str
+    distribution: str
+    tested: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+
+
+REGISTRY: Mapping[str, BackendInfo] = MappingProxyType({
+    info.name: info
+    for info in (
+        BackendInfo("reference", "props.backends.reference:ReferenceBackend", "refdecoder", "maskcert", ">=0.1",
+                    {"profile": None}),
+        BackendInfo("xgrammar", "props.backends.xgrammar:XGrammarBackend", "xgrammar", "xgrammar", "==0.2.9",
+                    {"any_whitespace": True, "max_whitespace_cnt": None, "strict_mode": True, "max_threads": 8,
+                     "cache_enabled": True}),
+        BackendInfo("llguidance", "props.backends.llguidance:LLGuidanceBackend", "llguidance", "llguidance",
+                    "==1.9.1",
+                    {"whitespace_flexible": True, "general_unicode_escapes": True, "limits": None, "log_level": 1}),
+        BackendInfo("outlines-core", "props.backends.outlines_core:OutlinesCoreBackend", "outlines_core",
+                    "outlines-core", "==0.2.14",
+                    {"whitespace_pattern": r"[ \t\n\r]?", "max_recursion_depth": 3, "max_rollback": 4096}),
+        BackendInfo("lm-format-enforcer", "props.backends.lmfe:LMFormatEnforcerBackend", "lmformatenforcer",
+                    "lm-format-enforcer", "==0.11.3", {"max_consecutive_whitespaces": 12}),
+    )
+})  # fmt: skip
+
+#: The third-party engines, in the registry's order.
+ENGINES: tuple[str, ...] = tuple(name for name in REGISTRY if name != "reference")
+
+#: name -> "module:Class", derived from :data:`REGISTRY`.
+ADAPTERS: Mapping[str, str] = MappingProxyType({name: info.adapter for name, info in REGISTRY.items()})
 
 class BackendUnavailable(MaskcertError, ImportError):
     """An optional backend's package is not installed (the CLI exits 2 with this message)."""

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from props.contract.backend import Rejected
 from refdecoder.errors import StateError
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["dist_version", "PerVocabulary", "NativeMatcher", "reject_at_edge", "check_rollback"]
 
@@ -34,7 +35,7 @@ class PerVocabulary(Generic[T]):
         self._capacity = capacity
         self._items: OrderedDict[str, T] = OrderedDict()
 
-    def get(self, vocabulary: Any) -> T:
+    def get(self, vocabulary: Vocabulary) -> T:
         key = vocabulary.fingerprint
         hit = self._items.get(key)
         if hit is not None:

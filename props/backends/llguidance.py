@@ -48,8 +48,9 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder._tokens import num_words
+from refdecoder.bitmask import num_words
 from refdecoder.errors import MaskcertError
+from tokenizers_matrix import Vocabulary
 
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
@@ -124,7 +125,7 @@ def declared_profile(
 class _ByteTokenizer:
     """The tokenizer object ``llguidance.TokenizerWrapper`` expects, over a maskcert Vocabulary."""
 
-    def __init__(self, vocabulary: Any) -> None:
+    def __init__(self, vocabulary: Vocabulary) -> None:
         eos = sorted(vocabulary.eos_ids)
         self.eos_token_id = eos[0]
         self.bos_token_id = None
@@ -200,10 +201,10 @@ class LLGuidanceBackend:
             "json_allow_general_unicode_escapes": self.general_unicode_escapes,
         }
 
-    def _tokenizer(self, vocabulary: Any) -> llg.LLTokenizer:
+    def _tokenizer(self, vocabulary: Vocabulary) -> llg.LLTokenizer:
         return self._tokenizers.get(vocabulary)
 
-    def _build_tokenizer(self, vocabulary: Any) -> llg.LLTokenizer:
+    def _build_tokenizer(self, vocabulary: Vocabulary) -> llg.LLTokenizer:
         tok = llg.LLTokenizer(
             llg.TokenizerWrapper(_ByteTokenizer(vocabulary)), eos_token=sorted(vocabulary.eos_ids)
         )
@@ -242,7 +243,7 @@ class LLGuidanceBackend:
                 return Refused(f"llguidance: {e}", "", "")
         return Refused(f"llguidance adapter: unknown spec type {type(spec).__name__}", "", "")
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         tok = self._tokenizer(vocabulary)
         t0 = time.perf_counter()
         grammar = self._grammar(spec)
@@ -359,7 +360,7 @@ class LLGuidanceMatcher(NativeMatcher[llg.LLMatcher]):
         return f"LLGuidanceMatcher(num_accepted={len(self._ids)}, terminated={self._terminated()})"
 
 
-if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
 
     def _conforms(backend: LLGuidanceBackend, matcher: LLGuidanceMatcher) -> tuple[Backend, BackendMatcher]:
         return backend, matcher

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import interegular
 import numpy as np
@@ -58,7 +58,8 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder._tokens import num_words, pack_ids
+from refdecoder.bitmask import num_words, pack_ids
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["LMFormatEnforcerBackend", "LMFormatEnforcerMatcher", "declared_profile"]
 
@@ -124,7 +125,7 @@ def declared_profile(
     )
 
 
-def _tokenizer_data(vocabulary: Any) -> TokenEnforcerTokenizerData:
+def _tokenizer_data(vocabulary: Vocabulary) -> TokenEnforcerTokenizerData:
     """As ``integrations.transformers.build_token_enforcer_tokenizer_data`` builds it, from bytes."""
     regular = [
         (i, data.decode("utf-8", errors="replace"), False)
@@ -164,10 +165,10 @@ class LMFormatEnforcerBackend:
             self._build_tokenizer_data, max_vocabularies
         )
 
-    def _tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
+    def _tokenizer_data(self, vocabulary: Vocabulary) -> TokenEnforcerTokenizerData:
         return self._data.get(vocabulary)
 
-    def _build_tokenizer_data(self, vocabulary: Any) -> TokenEnforcerTokenizerData:
+    def _build_tokenizer_data(self, vocabulary: Vocabulary) -> TokenEnforcerTokenizerData:
         data = _tokenizer_data(vocabulary)
         return data
 
@@ -197,7 +198,7 @@ class LMFormatEnforcerBackend:
             return Refused("lm-format-enforcer has no context-free grammar parser for GBNF", "gbnf", "")
         return Refused(f"lm-format-enforcer adapter: unknown spec type {type(spec).__name__}", "", "")
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         data = self._tokenizer_data(vocabulary)
         config = self._config(data)
         t0 = time.perf_counter()
@@ -292,7 +293,7 @@ class LMFormatEnforcerMatcher:
         return f"LMFormatEnforcerMatcher(num_accepted={len(self._ids)}, terminated={self._terminated()})"
 
 
-if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
 
     def _conforms(
         backend: LMFormatEnforcerBackend, matcher: LMFormatEnforcerMatcher

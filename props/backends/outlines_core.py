@@ -46,7 +46,8 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder._tokens import num_words
+from refdecoder.bitmask import num_words
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["OutlinesCoreBackend", "OutlinesCoreMatcher", "declared_profile", "WHITESPACE_PATTERN"]
 
@@ -158,10 +159,10 @@ class OutlinesCoreBackend:
         self.profile = declared_profile(whitespace_pattern)
         self._vocabs: PerVocabulary[oc.Vocabulary] = PerVocabulary(self._build_vocabulary, max_vocabularies)
 
-    def _vocabulary(self, vocabulary: Any) -> oc.Vocabulary:
+    def _vocabulary(self, vocabulary: Vocabulary) -> oc.Vocabulary:
         return self._vocabs.get(vocabulary)
 
-    def _build_vocabulary(self, vocabulary: Any) -> oc.Vocabulary:
+    def _build_vocabulary(self, vocabulary: Vocabulary) -> oc.Vocabulary:
         table: dict[bytes, list[int]] = {}
         for i, data in enumerate(vocabulary.token_bytes):
             if data is not None:
@@ -194,7 +195,7 @@ class OutlinesCoreBackend:
             )
         return Refused(f"outlines-core adapter: unknown spec type {type(spec).__name__}", "", "")
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         voc = self._vocabulary(vocabulary)
         t0 = time.perf_counter()
         regex = self.regex_of(spec)
@@ -321,7 +322,7 @@ class OutlinesCoreMatcher:
         return f"OutlinesCoreMatcher(num_accepted={len(self._ids)}, terminated={self._terminated})"
 
 
-if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
 
     def _conforms(
         backend: OutlinesCoreBackend, matcher: OutlinesCoreMatcher

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import refdecoder
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused
 from refdecoder import JsonProfile, LimitExceeded, Spec, TokenGrammar, Unsupported
 from refdecoder import Matcher as RefMatcher
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["ReferenceBackend"]
 
@@ -27,7 +27,7 @@ class ReferenceBackend:
             notes=("refdecoder: exact by construction; refuses what it cannot decide",),
         )
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         t0 = time.perf_counter()
         try:
             grammar = refdecoder.compile(spec)

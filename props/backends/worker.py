@@ -1,5 +1,5 @@
 """Run a backend in a worker process, so that a hang is a ``limits`` finding and a crash a ``crash``
-finding, and the run goes on (DESIGN §4.12, issue 6 "Backends").
+finding, and the run goes on (docs/design.md §4.12, issue 6 "Backends").
 
 Theory of operation. :class:`WorkerBackend` implements the ``Backend`` protocol by proxy. It starts
 ``python -c <boot>`` with two pipes (``multiprocessing.connection.Connection`` framing over
@@ -51,6 +51,7 @@ import numpy as np
 
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
 from refdecoder.errors import MaskcertError, StateError
+from tokenizers_matrix import Vocabulary
 
 if TYPE_CHECKING:
     from props.contract.backend import Backend, BackendMatcher
@@ -500,7 +501,7 @@ class WorkerBackend:
             self._drops[kind].append(ident)
 
     # -- the Backend protocol ---------------------------------------------------------------------
-    def compile(self, spec: Any, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Any, vocabulary: Vocabulary) -> CompileOutcome:
         """Compile in the worker (starting a new one if the last died). Refusals are values."""
         with self._lock:
             if self._box[0] is None or not self._box[0].alive():
@@ -573,7 +574,7 @@ class WorkerMatcher:
         return f"WorkerMatcher({self._backend.name}, generation={self._generation}, id={self._mid})"
 
 
-if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
 
     def _conforms(backend: WorkerBackend, matcher: WorkerMatcher) -> tuple[Backend, BackendMatcher]:
         return backend, matcher

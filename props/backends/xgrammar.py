@@ -43,7 +43,8 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder._tokens import num_words
+from refdecoder.bitmask import num_words
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile"]
 
@@ -179,10 +180,10 @@ class XGrammarBackend:
             self._build_compiler, max_compilers
         )
 
-    def _compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
+    def _compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
         return self._compilers.get(vocabulary)
 
-    def _build_compiler(self, vocabulary: Any) -> xgr.GrammarCompiler:
+    def _build_compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
         encoded = [b if b is not None else b"" for b in vocabulary.token_bytes]
         info = xgr.TokenizerInfo(
             encoded,
@@ -193,7 +194,7 @@ class XGrammarBackend:
         compiler = xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=self.cache_enabled)
         return compiler
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         """Compile with xgrammar; its converter/parser errors are refusals, assertion failures are not.
 
         A ``JsonSchema`` is compiled with this backend's options (its ``profile`` is the reference's
@@ -308,7 +309,7 @@ class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
         return f"XGrammarMatcher(num_accepted={len(self._ids)}, terminated={self.is_terminated()})"
 
 
-if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (STYLE §14)
+if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
 
     def _conforms(backend: XGrammarBackend, matcher: XGrammarMatcher) -> tuple[Backend, BackendMatcher]:
         return backend, matcher

@@ -1,4 +1,4 @@
-"""The invariants of DESIGN §4 as functions that return findings.
+"""The invariants of docs/design.md §4 as functions that return findings.
 
 Theory of operation. :func:`prepare` compiles one spec for one vocabulary on both sides — the
 reference for the backend's *declared* profile (so a deviation the backend declares is no finding)
@@ -43,11 +43,14 @@ import numpy as np
 
 import refdecoder
 from props.checks.witness import canonical_ids, shortest_completion, splits_character
-from props.contract.backend import Compiled, DeclaredProfile, Refused
-from props.contract.findings import Finding, SpecRef
-from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec, TokenGrammar
+from props.contract import operations as op
+from props.contract.backend import Backend, Compiled, DeclaredProfile, Refused
+from props.contract.findings import Finding, Invariant, SpecRef
+from props.contract.operations import Op
+from refdecoder import JsonProfile, Spec, TokenGrammar
 from refdecoder import Matcher as RefMatcher
-from refdecoder._tokens import num_words
+from refdecoder.bitmask import num_words
+from tokenizers_matrix import Vocabulary
 
 __all__ = [
     "Target",
@@ -72,14 +75,7 @@ UNDECIDED = "undecided"  # Target.validate: the independent validator cannot jud
 
 def make_spec(ref: SpecRef, profile: JsonProfile) -> Spec:
     """The refdecoder spec of ``ref`` under the backend's declared JSON profile."""
-    if ref.kind == "json_schema":
-        return JsonSchema(ref.source, profile)
-    if ref.kind == "regex":
-        return Regex(ref.source)
-    if ref.kind == "gbnf":
-        src = ref.source
-        return Gbnf(src.get("text", ""), src.get("root", "root")) if isinstance(src, dict) else Gbnf(src)
-    return Choice(tuple(ref.source))
+    return ref.to_spec(profile)
 
 
 def profile_spec_ref(ref: SpecRef, profile: DeclaredProfile) -> SpecRef:
@@ -104,9 +100,9 @@ class NotChecked:
 class Target:
     """One spec compiled for one vocabulary on both sides, and what checking it has recorded."""
 
-    backend: Any
+    backend: Backend
     spec: SpecRef  # with the declared profile (see profile_spec_ref)
-    vocab: Any
+    vocab: Vocabulary
     reference: TokenGrammar
     compiled: Compiled
     profile: DeclaredProfile
@@ -136,7 +132,7 @@ class Target:
         self.timings["backend_compile_ms"].append(self.compiled.compile_ms)
 
     # -- building findings ------------------------------------------------------------------------
-    def finding(self, invariant: str, prefix_ids: Sequence[int], **kw: Any) -> Finding:
+    def finding(self, invariant: Invariant, prefix_ids: Sequence[int], **kw: Any) -> Finding:
         return Finding(
             invariant=invariant,
             backend=self.backend.name,
@@ -239,7 +235,7 @@ class BackendFault(Exception):
 def _call(operation: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
-    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (STYLE §7)
+    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (docs/style.md §7)
         raise BackendFault(operation, e) from e
 
 
@@ -271,10 +267,10 @@ class Guarded:
 
 
 # -- preparing a target ---------------------------------------------------------------------------
-def backend_failure(backend: Any, spec: SpecRef, vocab: Any, operation: str, e: BaseException) -> Finding:
+def backend_failure(backend: Backend, spec: SpecRef, vocab: Vocabulary, operation: str, e: BaseException) -> Finding:
     """A ``crash`` (or ``limits``, for worker timeouts and memory) finding for an exception from backend code."""
-    kind = getattr(e, "kind", "crash")
-    invariant = "limits" if kind == "limits" else "crash"
+    kind = getattr(e, "kind", "crash")  # the worker's word for how a call failed
+    invariant = Invariant.LIMITS if kind == "limits" else Invariant.CRASH
     return Finding(
         invariant=invariant,
         backend=getattr(backend, "name", "?"),
@@ -294,7 +290,7 @@ def backend_failure(backend: Any, spec: SpecRef, vocab: Any, operation: str, e: 
     )
 
 
-def prepare(backend: Any, spec: SpecRef, vocab: Any, limits: refdecoder.Limits | None = None) -> Target | NotChecked:
+def prepare(backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecoder.Limits | None = None) -> Target | NotChecked:
     """Compile ``spec`` on both sides for ``vocab``; a :class:`Target` when both compiled."""
     profile: DeclaredProfile = backend.profile
     judged = profile_spec_ref(spec, profile)
@@ -311,7 +307,7 @@ def prepare(backend: Any, spec: SpecRef, vocab: Any, limits: refdecoder.Limits |
         ref_reason = f"invalid spec: {e}"
     try:
         outcome = backend.compile(make_spec(spec, profile.json), vocab)
-    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (STYLE §7)
+    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (docs/style.md §7)
         f = backend_failure(backend, judged, vocab, "compile", e)
         return NotChecked("backend", f.message, (f,))
     if isinstance(outcome, Refused):
@@ -340,7 +336,7 @@ def _complete_with_backend(t: Target, m: Any, steps: int = _COMPLETION_STEPS) ->
             allowed = np.flatnonzero(bits & t.text)
             if not len(allowed):
                 return t.vocab.decode(ids), ids, False
-            choice = int(min(allowed, key=lambda i: (len(t.vocab.token_bytes[i]), i)))
+            choice = int(min(allowed, key=lambda i: (len(t.vocab.token_bytes[i] or b""), i)))
         out = m.accept(int(choice))
         if _rejected(out):
             return t.vocab.decode(ids), ids, False
@@ -376,7 +372,7 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
         cert.update(completion=output, completion_ids=[*prefix, token, *rest_ids], validator_error=error,
                     validated_by=t.validator_name())  # fmt: skip
     return t.finding(
-        "soundness",
+        Invariant.SOUNDNESS,
         prefix,
         token_id=token,
         token_bytes=tb,
@@ -471,20 +467,20 @@ def _completeness(
         "also_masked": also,
     }
     if splits_character(tb):
-        invariant = "utf8"
+        invariant = Invariant.UTF8
         level = "a token that splits a UTF-8 character"
     elif canon is not None and _passes(t, canon):
-        invariant, level = "completeness_token", "the canonical encoding of the witness passes; this segmentation does not"
+        invariant, level = Invariant.COMPLETENESS_TOKEN, "the canonical encoding of the witness passes; this segmentation does not"
     else:
         exists = _segmentation_exists(t, full)
         cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[exists]
         if exists is False:
-            invariant, level = "completeness_byte", "no segmentation of the witness passes"
+            invariant, level = Invariant.COMPLETENESS_BYTE, "no segmentation of the witness passes"
         elif canon is not None or canonical_next:
-            invariant, level = "completeness_canonical", "the tokenizer's own encoding of the witness is blocked"
+            invariant, level = Invariant.COMPLETENESS_CANONICAL, "the tokenizer's own encoding of the witness is blocked"
         else:
-            invariant, level = "completeness_token", "this segmentation of the witness is blocked"
-    if t.profile.canonical_tokenization_only and invariant in ("completeness_token", "utf8"):
+            invariant, level = Invariant.COMPLETENESS_TOKEN, "this segmentation of the witness is blocked"
+    if t.profile.canonical_tokenization_only and invariant in (Invariant.COMPLETENESS_TOKEN, Invariant.UTF8):
         t.declared["canonical_tokenization_only"] += 1
         return None
     return t.finding(
@@ -514,7 +510,7 @@ def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Find
         msg = f"does not offer EOS after {data!r}, a complete valid output"
         if error is not None:
             t.self_check.append(f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}")
-    return t.finding("eos", prefix, token_id=int(t.eos[0]) if len(t.eos) else None,
+    return t.finding(Invariant.EOS, prefix, token_id=int(t.eos[0]) if len(t.eos) else None,
                      token_bytes=None, backend_verdict=verdict, reference_verdict=ref,
                      message=msg, certificate=cert, walk=walk)  # fmt: skip
 
@@ -526,26 +522,26 @@ def compare_step(
     bm = t.backend_mask(m)
     rm = t.reference_mask(r)
     found: list[Finding] = []
-    for inv in ("soundness", "completeness_token", "eos", "liveness"):
+    for inv in (Invariant.SOUNDNESS, Invariant.COMPLETENESS_TOKEN, Invariant.EOS, Invariant.LIVENESS):
         t.checks[inv] += 1
     b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
     b_text, r_text = bm & t.text, rm & t.text
     if not b_text.any() and not b_eos and (r_text.any() or r_eos):
-        found.append(t.finding("liveness", prefix, backend_verdict="empty mask",
+        found.append(t.finding(Invariant.LIVENESS, prefix, backend_verdict="empty mask",
                                reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
                                message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
                                certificate={"prefix": t.vocab.decode(prefix)}, walk=walk))  # fmt: skip
         return found
-    if b_eos != r_eos and t.first_time("eos", t.vocab.decode(prefix), b_eos) and t.may_certify("eos"):
+    if b_eos != r_eos and t.first_time(Invariant.EOS, t.vocab.decode(prefix), b_eos) and t.may_certify(Invariant.EOS):
         found.append(_eos(t, prefix, b_eos, walk))
     elif b_eos == r_eos and bool(m.is_accepting()) != r.is_accepting() and t.first_time("accepting", len(prefix)):
         # The mask's EOS bit is right but is_accepting() says otherwise: callers that stop on it are wrong.
         said = bool(m.is_accepting())
-        found.append(t.finding("eos", prefix, backend_verdict=f"is_accepting() is {said}",
+        found.append(t.finding(Invariant.EOS, prefix, backend_verdict=f"is_accepting() is {said}",
                                reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
                                message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
                                        f"{'offers' if b_eos else 'masks'} EOS",
-                               certificate={"operations": [["accept", int(i)] for i in prefix] + [["accepting"]],
+                               certificate={"operations": [op.accept(i) for i in prefix] + [op.ACCEPTING],
                                             "observed": said, "expected": r.is_accepting()}, walk=walk))  # fmt: skip
     specials = bm & ~t.text
     specials[t.eos] = False
@@ -557,9 +553,9 @@ def compare_step(
         for tok in picks:
             if done >= _PER_STEP:
                 break
-            if not t.first_time("soundness", t.token_bytes(tok)):
+            if not t.first_time(Invariant.SOUNDNESS, t.token_bytes(tok)):
                 continue
-            if not t.may_certify("soundness"):
+            if not t.may_certify(Invariant.SOUNDNESS):
                 break
             f = _soundness(t, prefix, tok, m, walk, len(extra))
             done += 1
@@ -607,9 +603,9 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
         found += compare_step(t, m, r, ids, walk)
         if end_with_eos and r.is_accepting() and len(t.eos):
             eos = int(t.eos[0])
-            if _rejected(m.accept(eos)) and not any(f.invariant == "eos" for f in found):
+            if _rejected(m.accept(eos)) and not any(f.invariant == Invariant.EOS for f in found):
                 found.append(_eos(t, ids, False, walk).with_(backend_verdict="accept(EOS) rejected"))
-    except BackendFault as e:  # backend exceptions are findings (STYLE §7)
+    except BackendFault as e:  # backend exceptions are findings (docs/style.md §7)
         found.append(t.fault(e))
     return found
 
@@ -663,11 +659,11 @@ def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_st
             if _rejected(r.accept(tok)):
                 break  # compare_step has reported it (soundness or eos)
             if _rejected(m.accept(tok)):
-                found.append(t.finding("determinism", ids, token_id=tok, token_bytes=t.token_bytes(tok),
+                found.append(t.finding(Invariant.DETERMINISM, ids, token_id=tok, token_bytes=t.token_bytes(tok),
                                        backend_verdict="allowed by mask(), rejected by accept()",
                                        reference_verdict="accepted",
                                        message=f"mask() allows token {tok} but accept() rejects it",
-                                       certificate={"operations": [["accept", i] for i in ids] + [["mask"], ["accept", tok]],
+                                       certificate={"operations": [op.accept(i) for i in ids] + [op.MASK, op.accept(tok)],
                                                     "observed": "rejected", "expected": "accepted"},
                                        walk="adversarial"))  # fmt: skip
                 break
@@ -679,7 +675,7 @@ def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_st
     return found
 
 
-def check_invalid(backend: Any, compiled: Compiled, spec: SpecRef, vocab: Any, data: bytes, why: str,
+def check_invalid(backend: Backend, compiled: Compiled, spec: SpecRef, vocab: Vocabulary, data: bytes, why: str,
                   reference_compiled: bool) -> list[Finding]:  # fmt: skip
     """A backend must not let an invalid output finish: walk ``data``'s canonical (else fewest-token)
     encoding and offer EOS. ``why`` is the independent validator's objection to ``data``."""
@@ -697,7 +693,7 @@ def check_invalid(backend: Any, compiled: Compiled, spec: SpecRef, vocab: Any, d
             return []
     except BackendFault as e:
         return [backend_failure(backend, spec, vocab, e.operation, e.error)]
-    invariant = "soundness" if reference_compiled else "refusal"
+    invariant = Invariant.SOUNDNESS if reference_compiled else Invariant.REFUSAL
     return [
         Finding(
             invariant=invariant,
@@ -738,7 +734,7 @@ def check_serving(t: Target, ids: Sequence[int]) -> list[Finding]:
         ids = list(ids[:n])
         if n == 0:
             return found
-        ops_to = [["accept", int(i)] for i in ids]
+        ops_to = [op.accept(i) for i in ids]
         found += _fork_check(t, ids, ops_to)
         found += _rollback_check(t, ids, ops_to)
         found += _speculative_check(t, ids, ops_to)
@@ -749,7 +745,7 @@ def check_serving(t: Target, ids: Sequence[int]) -> list[Finding]:
     return found
 
 
-def _serving_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[Any]], observed: Any,
+def _serving_finding(t: Target, inv: Invariant, prefix: Sequence[int], ops: list[Op], observed: Any,
                      expected: Any, message: str) -> Finding:  # fmt: skip
     return t.finding(inv, prefix, backend_verdict=str(observed)[:200], reference_verdict=str(expected)[:200],
                      message=message, certificate={"operations": ops, "observed": observed, "expected": expected},
@@ -764,7 +760,7 @@ def mask_json(bits: np.ndarray) -> dict[str, Any]:
             "allowed_count": int(bits.sum()), "size": int(len(bits))}  # fmt: skip
 
 
-def _mask_finding(t: Target, inv: str, prefix: Sequence[int], ops: list[list[Any]], got: np.ndarray,
+def _mask_finding(t: Target, inv: Invariant, prefix: Sequence[int], ops: list[Op], got: np.ndarray,
                   want: np.ndarray, meaning: str, message: str) -> Finding:  # fmt: skip
     f = _serving_finding(t, inv, prefix, ops, mask_json(got), mask_json(want), message)
     cert = {**f.certificate, "difference": _diff_summary(got, want), "expected_meaning": meaning}
@@ -778,7 +774,7 @@ def _diff_summary(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
             "extra_count": int(len(extra)), "missing_count": int(len(missing))}  # fmt: skip
 
 
-def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+def _fork_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
     k = len(ids) // 2
     m = t.matcher()
     for i in ids[:k]:
@@ -790,9 +786,9 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[
         child.accept(i)
     after = t.backend_mask(m)
     t.checks["fork"] += 1
-    ops = ops_to[:k] + [["mask"], ["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["switch", 0], ["mask"]]
+    ops = ops_to[:k] + [op.MASK, op.FORK, op.switch(1)] + [op.accept(i) for i in steps] + [op.switch(0), op.MASK]
     if not np.array_equal(before, after):
-        return [_mask_finding(t, "fork", ids[:k], ops, after, before, "the parent's mask unchanged",
+        return [_mask_finding(t, Invariant.FORK, ids[:k], ops, after, before, "the parent's mask unchanged",
                                  f"advancing a fork by {len(steps)} tokens changed its parent's mask")]  # fmt: skip
     # The fork must behave like a fresh matcher given the same tokens (differences from the *ideal*
     # mask are the mask comparisons' business, not fork isolation's).
@@ -802,14 +798,14 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[
         fresh.accept(int(i))
     want = t.backend_mask(fresh)
     if not np.array_equal(child_bits, want):
-        ops = ops_to[:k] + [["fork"], ["switch", 1]] + [["accept", i] for i in steps] + [["mask"]]
-        return [_mask_finding(t, "fork", [*ids[:k], *steps], ops, child_bits, want,
+        ops = ops_to[:k] + [op.FORK, op.switch(1)] + [op.accept(i) for i in steps] + [op.MASK]
+        return [_mask_finding(t, Invariant.FORK, [*ids[:k], *steps], ops, child_bits, want,
                                  "the mask of a fresh matcher given the same tokens",
                                  "a fork's mask differs from a fresh matcher's after the same tokens")]  # fmt: skip
     return []
 
 
-def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
     found: list[Finding] = []
     m = t.matcher()
     masks = [t.backend_mask(m)]
@@ -821,9 +817,9 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> l
         t.checks["rollback"] += 1
         m.rollback(j)
         got = t.backend_mask(m)
-        ops = ops_to + [["rollback", j], ["mask"]]
+        ops = ops_to + [op.rollback(j), op.MASK]
         if not np.array_equal(got, masks[n - j]):
-            found.append(_mask_finding(t, "rollback", ids[: n - j], ops, got, masks[n - j],
+            found.append(_mask_finding(t, Invariant.ROLLBACK, ids[: n - j], ops, got, masks[n - j],
                                           "the mask of a fresh replay", f"rollback({j}) after {n} tokens does not "
                                           "restore the mask of the shorter prefix"))  # fmt: skip
             return found
@@ -837,15 +833,15 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> l
         if not _rejected(m.accept(eos)):
             m.rollback(1)
             got = t.backend_mask(m)
-            ops = ops_to + [["accept", eos], ["rollback", 1], ["mask"]]
+            ops = ops_to + [op.accept(eos), op.rollback(1), op.MASK]
             if not np.array_equal(got, masks[n]):
-                found.append(_mask_finding(t, "rollback", ids, ops, got, masks[n],
+                found.append(_mask_finding(t, Invariant.ROLLBACK, ids, ops, got, masks[n],
                                               "the mask before EOS", "rollback(1) after EOS does not restore the "
                                               "state before EOS"))  # fmt: skip
     return found
 
 
-def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
     m = t.matcher()
     validate = getattr(m, "validate", None)
     if validate is None:
@@ -865,17 +861,17 @@ def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -
         got = int(m.validate(draft))
         want = r.validate(draft)
         after = t.backend_mask(m)
-        ops = ops_to[:k] + [["validate", draft]]
+        ops = ops_to[:k] + [op.validate(draft)]
         if got != want:
-            found.append(_serving_finding(t, "speculative", ids[:k], ops, got, want,
+            found.append(_serving_finding(t, Invariant.SPECULATIVE, ids[:k], ops, got, want,
                                           f"validate({draft}) accepts {got} draft tokens, the grammar {want}"))  # fmt: skip
         elif not np.array_equal(before, after):
-            found.append(_mask_finding(t, "speculative", ids[:k], ops + [["mask"]], after, before,
+            found.append(_mask_finding(t, Invariant.SPECULATIVE, ids[:k], ops + [op.MASK], after, before,
                                           "unchanged mask", "validate() changed the matcher's state"))  # fmt: skip
     return found
 
 
-def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
     m = t.matcher()
     if getattr(m, "forced_bytes", None) is None:
         return []
@@ -886,8 +882,8 @@ def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) 
         got = bytes(m.forced_bytes())
         want = r.forced_bytes()
         ok = want.startswith(got) and (got == want or t.profile.jump_forward_prefix_ok)
-        if not ok and t.first_time("jump_forward", t.vocab.decode(ids[:k])):
-            return [_serving_finding(t, "jump_forward", ids[:k], ops_to[:k] + [["forced_bytes"]], got, want,
+        if not ok and t.first_time(Invariant.JUMP_FORWARD, t.vocab.decode(ids[:k])):
+            return [_serving_finding(t, Invariant.JUMP_FORWARD, ids[:k], ops_to[:k] + [op.FORCED_BYTES], got, want,
                                      f"forced bytes after {len(ids[:k])} tokens are {got!r}, the unique "
                                      f"continuation is {want!r}")]  # fmt: skip
         if k < len(ids):
@@ -896,7 +892,7 @@ def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) 
     return []
 
 
-def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -> list[Finding]:
+def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
     """Two matchers of one compiled grammar, interleaved, and a second compile: the same masks."""
     t.checks["determinism"] += 1
     a = t.matcher()
@@ -910,7 +906,7 @@ def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[list[Any]]) -
                 continue
             mo = t.backend_mask(other)
             if not np.array_equal(ma, mo):
-                return [_mask_finding(t, "determinism", ids[:k], ops_to[:k] + [["mask"]], mo, ma,
+                return [_mask_finding(t, Invariant.DETERMINISM, ids[:k], ops_to[:k] + [op.MASK], mo, ma,
                                          "the first matcher's mask", f"{name} has a different mask after {k} tokens "
                                          "(interleaved with the first)")]  # fmt: skip
         if i is None:

@@ -1,4 +1,4 @@
-"""Hypothesis profiles (STYLE §15), in the package so that tests and ``maskcert fuzz`` share them.
+"""Hypothesis profiles (docs/style.md §15), in the package so that tests and ``maskcert fuzz`` share them.
 
 ``ci``: derandomized, bounded, no database (CI runs are reproducible and leave nothing behind);
 ``dev``: random, a bit more; ``fuzz``: long campaigns (``maskcert fuzz`` derives its per-run settings

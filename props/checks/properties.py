@@ -1,4 +1,4 @@
-"""The invariants as Hypothesis properties (DESIGN §4: "each also runs as a Hypothesis property").
+"""The invariants as Hypothesis properties (docs/design.md §4: "each also runs as a Hypothesis property").
 
 A :class:`Property` is a name and a Hypothesis test without settings; :meth:`Property.runner`
 applies settings (the ``fuzz`` profile in a campaign, a bounded one in ``certify``). A failing
@@ -39,8 +39,10 @@ from props.checks.invariants import (
 )
 from props.checks.stateful import machine_for
 from props.checks.witness import canonical_ids, char_splitting_segmentation, random_segmentation
+from props.contract.backend import Backend
 from props.contract.findings import Finding, FindingFailure
 from props.corpus import Case, serializations, validate_output
+from tokenizers_matrix import Vocabulary
 
 __all__ = [
     "Property",
@@ -122,7 +124,7 @@ def segment(t: Target, data: bytes, how: str, rng: random.Random) -> tuple[int, 
     return char_splitting_segmentation(t.vocab, data, rng)
 
 
-def prepare_targets(backend: Any, vocabularies: Sequence[Any], cases: Sequence[Case]) -> list[tuple[Target, Case]]:
+def prepare_targets(backend: Backend, vocabularies: Sequence[Vocabulary], cases: Sequence[Case]) -> list[tuple[Target, Case]]:
     """Every (case, vocabulary) both sides compile."""
     out: list[tuple[Target, Case]] = []
     for vocab in vocabularies:
@@ -196,7 +198,7 @@ def invalid_property(targets: Targets, name: str = "invariants/invalid") -> Prop
 
 
 def invariant_properties(
-    backend: Any, vocabularies: Sequence[Any], cases: Sequence[Case] | None = None
+    backend: Backend, vocabularies: Sequence[Vocabulary], cases: Sequence[Case] | None = None
 ) -> list[Property]:
     """The invariant properties of ``backend`` over ``cases`` (default: the builtin corpus)."""
     if cases is None:
@@ -223,7 +225,7 @@ def _from_schema(t: Target, data: st.DataObject) -> bytes | None:
     ``valid/hypothesis-jsonschema-unused`` drawn but outside the language, e.g. a 2020-12 keyword
     hypothesis-jsonschema does not know) and each refusal's reason to ``t.instance_notes``. Anything
     hypothesis-jsonschema raises that is not a documented refusal is a broken install, raised as
-    :class:`~maskcert.compat.DependencyError` (the case becomes an internal error, exit 3)."""
+    :class:`~props.contract.compat.DependencyError` (the case becomes an internal error, exit 3)."""
     if t.spec.kind != "json_schema":
         return None
     strategy = _schema_strategy(json.dumps(t.spec.source, sort_keys=True))
@@ -275,7 +277,7 @@ def _documented_refusal(e: BaseException) -> str | None:
 
 
 def _dependency_error(e: BaseException) -> Exception:
-    from maskcert.compat import DependencyError, known_for, version_of
+    from props.contract.compat import DependencyError, known_for, version_of
 
     versions = {k: version_of(k) for k in ("hypothesis", "hypothesis-jsonschema", "jsonschema")}
     return DependencyError("hypothesis-jsonschema", f"{type(e).__name__}: {e}", versions, known_for(versions))

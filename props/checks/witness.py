@@ -1,7 +1,7 @@
 """Witnesses from the reference: completions of a viable prefix, and segmentations of a byte string.
 
 A completeness certificate is a full string of the language that goes through a token the backend
-masked (DESIGN §4.2); it is built here as prefix + token + a completion the reference finds, then
+masked (docs/design.md §4.2); it is built here as prefix + token + a completion the reference finds, then
 validated independently (``props.corpus.validate_output``) before it is reported.
 """
 

@@ -1,4 +1,4 @@
-"""The backend contract (STYLE §7, §14): what an engine adapter offers to certification and serving.
+"""The backend contract (docs/style.md §7, §14): what an engine adapter offers to certification and serving.
 
 An adapter gives its backend *value semantics*: ``fork()`` returns an independent matcher, ``accept``
 never leaves a half-applied state behind (a backend whose reject is sticky is forked before probing),
@@ -13,8 +13,8 @@ from typing import Any, Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from refdecoder import JsonProfile, Spec
-from refdecoder._matcher import Accepted, Rejected
+from refdecoder import Accepted, JsonProfile, Rejected, Spec
+from tokenizers_matrix import Vocabulary
 
 __all__ = [
     "Accepted",
@@ -86,7 +86,7 @@ class Backend(Protocol):
     version: str
     profile: DeclaredProfile
 
-    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome: ...
+    def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome: ...
 
     def matcher(self, compiled: Compiled) -> BackendMatcher: ...
 

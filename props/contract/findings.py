@@ -1,6 +1,6 @@
 """Findings: what certification and fuzzing report, as frozen values with a stable JSON form.
 
-A :class:`Finding` is one proved difference between a backend and the reference (DESIGN §4, §6):
+A :class:`Finding` is one proved difference between a backend and the reference (docs/design.md §4, §6):
 which invariant, how severe, on which spec and vocabulary, at which step (the token ids accepted
 before it), the token, both verdicts, and a certificate — the evidence a reader can check without
 trusting maskcert (a valid string the backend blocks, an invalid output it lets finish, ...).
@@ -15,11 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
+from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder.errors import MaskcertError
 
+_W = TypeVar("_W", bound="_Word")
+
 __all__ = [
+    "Invariant",
+    "Severity",
+    "SpecKind",
+    "TOKEN_INVARIANTS",
+    "SERVING_INVARIANTS",
+    "SIMULATION_INVARIANTS",
+    "SIMULATION_FINDING",
     "INVARIANTS",
     "SEVERITY",
     "SEVERITY_RANK",
@@ -36,45 +47,136 @@ __all__ = [
 
 REPORT_SCHEMA_VERSION = 1
 
-# DESIGN §4, in report order. Severity: soundness > eos > completeness > serving > refusal hygiene;
-# a crash is as bad as unsoundness (the output is lost), a blown limit is hygiene.
-INVARIANTS: tuple[str, ...] = (
-    "soundness",
-    "eos",
-    "crash",
-    "completeness_canonical",
-    "completeness_token",
-    "completeness_byte",
-    "liveness",
-    "utf8",
-    "fork",
-    "rollback",
-    "speculative",
-    "jump_forward",
-    "determinism",
-    "refusal",
-    "limits",
-)
-SEVERITY: dict[str, str] = {
-    "soundness": "critical",
-    "crash": "critical",
-    "eos": "high",
-    "completeness_canonical": "medium",
-    "completeness_token": "medium",
-    "completeness_byte": "medium",
-    "liveness": "medium",
-    "utf8": "medium",
-    "fork": "serving",
-    "rollback": "serving",
-    "speculative": "serving",
-    "jump_forward": "serving",
-    "determinism": "serving",
-    "refusal": "low",
-    "limits": "low",
+class _Word(str, Enum):
+    """A closed set of words that is also a ``str`` (JSON, comparisons and f-strings see the word)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    def __hash__(self) -> int:  # Enum hashes the member's name; a str key must find the member
+        return hash(str(self.value))
+
+
+class Invariant(_Word):
+    """docs/design.md §4's invariants, in report order (``docs/invariants.md`` says what each checks)."""
+
+    SOUNDNESS = "soundness"
+    EOS = "eos"
+    CRASH = "crash"
+    COMPLETENESS_CANONICAL = "completeness_canonical"
+    COMPLETENESS_TOKEN = "completeness_token"
+    COMPLETENESS_BYTE = "completeness_byte"
+    LIVENESS = "liveness"
+    UTF8 = "utf8"
+    FORK = "fork"
+    ROLLBACK = "rollback"
+    SPECULATIVE = "speculative"
+    JUMP_FORWARD = "jump_forward"
+    DETERMINISM = "determinism"
+    REFUSAL = "refusal"
+    LIMITS = "limits"
+
+
+class Severity(_Word):
+    """How bad a finding is, most severe first (:data:`SEVERITY_RANK`)."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    SERVING = "serving"
+    LOW = "low"
+
+
+class SpecKind(_Word):
+    """What a :class:`SpecRef`'s ``source`` is."""
+
+    JSON_SCHEMA = "json_schema"
+    REGEX = "regex"
+    GBNF = "gbnf"
+    CHOICE = "choice"
+
+
+INVARIANTS: tuple[Invariant, ...] = tuple(Invariant)
+# Severity: soundness > eos > completeness > serving > refusal hygiene; a crash is as bad as
+# unsoundness (the output is lost), a blown limit is hygiene.
+SEVERITY: dict[Invariant, Severity] = {
+    Invariant.SOUNDNESS: Severity.CRITICAL,
+    Invariant.CRASH: Severity.CRITICAL,
+    Invariant.EOS: Severity.HIGH,
+    Invariant.COMPLETENESS_CANONICAL: Severity.MEDIUM,
+    Invariant.COMPLETENESS_TOKEN: Severity.MEDIUM,
+    Invariant.COMPLETENESS_BYTE: Severity.MEDIUM,
+    Invariant.LIVENESS: Severity.MEDIUM,
+    Invariant.UTF8: Severity.MEDIUM,
+    Invariant.FORK: Severity.SERVING,
+    Invariant.ROLLBACK: Severity.SERVING,
+    Invariant.SPECULATIVE: Severity.SERVING,
+    Invariant.JUMP_FORWARD: Severity.SERVING,
+    Invariant.DETERMINISM: Severity.SERVING,
+    Invariant.REFUSAL: Severity.LOW,
+    Invariant.LIMITS: Severity.LOW,
 }
-SEVERITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "medium": 2, "serving": 3, "low": 4}
+SEVERITY_RANK: dict[Severity, int] = {sev: i for i, sev in enumerate(Severity)}
 # The invariants whose findings make ``maskcert certify`` exit 1 (issue 6).
-FAILING: frozenset[str] = frozenset({"soundness", "eos", "crash"})
+FAILING: frozenset[Invariant] = frozenset({Invariant.SOUNDNESS, Invariant.EOS, Invariant.CRASH})
+# Invariants about one token (or EOS) at one step, and those about serving operations.
+TOKEN_INVARIANTS: frozenset[Invariant] = frozenset({
+    Invariant.SOUNDNESS, Invariant.EOS, Invariant.COMPLETENESS_CANONICAL, Invariant.COMPLETENESS_TOKEN,
+    Invariant.COMPLETENESS_BYTE, Invariant.LIVENESS, Invariant.UTF8,
+})  # fmt: skip
+SERVING_INVARIANTS: frozenset[Invariant] = frozenset({
+    Invariant.FORK, Invariant.ROLLBACK, Invariant.SPECULATIVE, Invariant.JUMP_FORWARD, Invariant.DETERMINISM,
+})  # fmt: skip
+
+# The serving simulation's invariants (docs/design.md §5): the names ``serving_sim``'s replay checker
+# reports a violation under, and what each one checks. A name that is also an :class:`Invariant` is that
+# invariant on a serving loop; a ``backend:`` name is a third-party backend's own difference from the
+# reference seen while serving (a conformance finding of the backend, not a serving bug).
+SIMULATION_INVARIANTS: dict[str, str] = {
+    "soundness": "every token taken and every mask bit is allowed by the reference; stop outputs are valid",
+    "completeness": "masks allow every token the reference allows",
+    "eos": "EOS is allowed exactly in accepting states",
+    "fork": "forks and beam reorders carry each sequence's own matcher",
+    "resume": "a resumed sequence's matcher is where its generated tokens put it",
+    "speculative": "verify checks drafts against the grammar, in order, with the grammar's verdicts",
+    "rollback": "after a speculative rejection the matcher is where a one-by-one walk would be",
+    "finish_reason": "stop/length/constraint_violation/cancelled are reported exactly when they happened",
+    "utf8": "outputs are valid UTF-8 and stream deltas never split a character",
+    "kv": "KV handles hold exactly each sequence's tokens",
+    "isolation": "the compile cache never serves a grammar compiled for another vocabulary",
+    "backend_error": "no output finishes with a backend error",
+    "backend:soundness": "(third-party backends) the backend's own replay allows nothing the reference forbids",
+    "backend:completeness": "(third-party backends) the backend's own replay allows all the reference allows",
+    "backend:eos": "(third-party backends) the backend offers EOS exactly where the reference does",
+}
+# The invariant of the Finding a simulation violation becomes (``maskcert fuzz --target serving``).
+SIMULATION_FINDING: dict[str, Invariant] = {
+    "soundness": Invariant.SOUNDNESS,
+    "completeness": Invariant.COMPLETENESS_TOKEN,
+    "eos": Invariant.EOS,
+    "fork": Invariant.FORK,
+    "resume": Invariant.ROLLBACK,
+    "speculative": Invariant.SPECULATIVE,
+    "rollback": Invariant.ROLLBACK,
+    "finish_reason": Invariant.DETERMINISM,
+    "utf8": Invariant.UTF8,
+    "kv": Invariant.FORK,
+    "isolation": Invariant.DETERMINISM,
+    "backend_error": Invariant.CRASH,
+    "backend:soundness": Invariant.SOUNDNESS,
+    "backend:completeness": Invariant.COMPLETENESS_TOKEN,
+    "backend:eos": Invariant.EOS,
+}
+
+
+def _word(cls: type[_W], value: Any, what: str) -> _W:
+    try:
+        return cls(value)
+    except ValueError:
+        raise FindingError(what, f"one of {', '.join(m.value for m in cls)}, not {value!r}") from None
 
 
 class FindingError(MaskcertError, ValueError):
@@ -110,30 +212,61 @@ class SpecRef:
     ``source`` the schema (a JSON value), the pattern, the grammar text or the list of choices;
     ``name`` its id in ``corpus``; ``profile`` the reference's ``JsonProfile`` as a dict (JSON only)."""
 
-    kind: str
+    kind: SpecKind
     source: Any
     name: str = ""
     corpus: str = ""
     profile: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("json_schema", "regex", "gbnf", "choice"):
-            raise FindingError("spec.kind", f"json_schema, regex, gbnf or choice, not {self.kind!r}")
+        object.__setattr__(self, "kind", _word(SpecKind, self.kind, "spec.kind"))
 
     @property
     def digest(self) -> str:
-        text = json.dumps([self.kind, self.source], sort_keys=True, ensure_ascii=True)
+        text = json.dumps([self.kind.value, self.source], sort_keys=True, ensure_ascii=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
+            "kind": self.kind.value,
             "source": self.source,
             "name": self.name,
             "corpus": self.corpus,
             "profile": self.profile,
             "digest": self.digest,
         }
+
+    @classmethod
+    def of(cls, spec: Spec, name: str = "", corpus: str = "") -> SpecRef:
+        """How to rebuild the refdecoder ``spec`` (a JSON Schema keeps its profile, a GBNF grammar
+        with another root than ``root`` becomes ``{"text", "root"}``)."""
+        if isinstance(spec, JsonSchema):
+            return cls(SpecKind.JSON_SCHEMA, spec.schema, name, corpus, spec.profile.as_dict())
+        if isinstance(spec, Regex):
+            return cls(SpecKind.REGEX, spec.pattern, name, corpus)
+        if isinstance(spec, Gbnf):
+            source: Any = spec.text if spec.root == "root" else {"text": spec.text, "root": spec.root}
+            return cls(SpecKind.GBNF, source, name, corpus)
+        if isinstance(spec, Choice):
+            return cls(SpecKind.CHOICE, list(spec.options), name, corpus)
+        raise FindingError("spec", f"a refdecoder JsonSchema, Regex, Gbnf or Choice, not {type(spec).__name__}")
+
+    def to_spec(self, profile: JsonProfile | None = None) -> Spec:
+        """The refdecoder spec this names; a JSON Schema under ``profile`` (default: the recorded
+        ``profile``, else the default ``JsonProfile``)."""
+        src: Any = self.source
+        if self.kind is SpecKind.JSON_SCHEMA:
+            if profile is None:
+                try:
+                    profile = JsonProfile(**(self.profile or {}))
+                except TypeError as e:
+                    raise FindingError(f"spec {self.name or self.digest} profile", f"the fields of JsonProfile ({e})") from e
+            return JsonSchema(src, profile)
+        if self.kind is SpecKind.REGEX:
+            return Regex(src)
+        if self.kind is SpecKind.GBNF:
+            return Gbnf(src.get("text", ""), src.get("root", "root")) if isinstance(src, dict) else Gbnf(src)
+        return Choice(tuple(src))
 
     @classmethod
     def from_json(cls, d: Any) -> SpecRef:
@@ -153,7 +286,7 @@ class Finding:
     ``completion`` + ``validator_error`` for soundness, ``operations`` for serving invariants);
     ``occurrences`` how many raw observations this deduplicated finding stands for."""
 
-    invariant: str
+    invariant: Invariant
     backend: str
     backend_version: str
     spec: SpecRef
@@ -172,12 +305,11 @@ class Finding:
     repro: str = ""  # path of the reproducer script, relative to the report directory
 
     def __post_init__(self) -> None:
-        if self.invariant not in SEVERITY:
-            raise FindingError("invariant", f"one of {', '.join(INVARIANTS)}, not {self.invariant!r}")
+        object.__setattr__(self, "invariant", _word(Invariant, self.invariant, "invariant"))
         object.__setattr__(self, "prefix_ids", tuple(int(i) for i in self.prefix_ids))
 
     @property
-    def severity(self) -> str:
+    def severity(self) -> Severity:
         return SEVERITY[self.invariant]
 
     @property
@@ -193,7 +325,7 @@ class Finding:
         """Deduplication key: the same token judged the same way on the same spec and vocabulary is
         one defect, whatever step and walk showed it."""
         return (
-            self.invariant,
+            self.invariant.value,  # the plain word: ``id`` hashes this tuple's repr
             self.backend,
             self.spec.digest,
             self.tokenizer_fingerprint,
@@ -213,8 +345,8 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "invariant": self.invariant,
-            "severity": self.severity,
+            "invariant": self.invariant.value,
+            "severity": self.severity.value,
             "backend": self.backend,
             "backend_version": self.backend_version,
             "spec": self.spec.to_json(),
@@ -266,6 +398,9 @@ def _jsonable(value: Any) -> Any:
     """Certificates may hold bytes and tuples; JSON gets ``bytes_json`` and lists."""
     if isinstance(value, bytes):
         return bytes_json(value)
+    to_json = getattr(value, "to_json", None)  # values with a JSON form (props.contract.operations.Op)
+    if callable(to_json):
+        return _jsonable(to_json())
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -12,10 +12,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import refdecoder
-from props.contract.findings import SpecRef
+from props.contract.findings import SpecKind, SpecRef
 from props.corpus._errors import CorpusError
 from props.corpus._load import Case, Corpus, corpus_names, load_corpus
 from props.corpus._serialize import serializations
@@ -37,14 +35,8 @@ __all__ = [
 
 def reference_spec(spec: SpecRef) -> refdecoder.Spec:
     """The ``refdecoder`` spec ``spec`` names (``JsonSchema`` with its profile, ``Regex``, ``Gbnf``
-    — source a grammar text or ``{"text", "root"}`` — or ``Choice``)."""
-    src: Any = spec.source
-    if spec.kind == "json_schema":
-        return refdecoder.JsonSchema(src, profile_of(spec))
-    if spec.kind == "regex":
-        return refdecoder.Regex(src)
-    if spec.kind == "gbnf":
-        if isinstance(src, dict):
-            return refdecoder.Gbnf(src.get("text", ""), src.get("root", "root"))
-        return refdecoder.Gbnf(src)
-    return refdecoder.Choice(src)
+    — source a grammar text or ``{"text", "root"}`` — or ``Choice``); a profile that is not a
+    ``JsonProfile``'s fields is a :class:`CorpusError`."""
+    if spec.kind == SpecKind.JSON_SCHEMA:
+        return spec.to_spec(profile_of(spec))
+    return spec.to_spec()

@@ -1,4 +1,4 @@
-"""The corpus error (STYLE §6)."""
+"""The corpus error (docs/style.md §6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Loading corpora: the builtin data files, the two shared external suites, and user files.
 
-Every skip is a predicate returning its reason (STYLE §11): a loader never crashes on a case it
+Every skip is a predicate returning its reason (docs/style.md §11): a loader never crashes on a case it
 cannot use, it records ``(name, reason)`` in :attr:`Corpus.skipped`.
 """
 
@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from props.contract.findings import SpecRef
+from props.contract.findings import SpecKind, SpecRef
 from props.corpus import _schema
 from props.corpus._errors import CorpusError
 
@@ -34,7 +34,7 @@ class Case:
     """One spec with instances in and out of its language. ``valid``/``invalid`` are JSON values for
     a schema and strings otherwise; ``covers`` the keywords or features it exercises;
     ``refusal_probe`` marks a case whose invalid instances differ from valid ones only in one
-    keyword (``covers[0]``), there to check that a backend refuses or enforces it (DESIGN §4.11)."""
+    keyword (``covers[0]``), there to check that a backend refuses or enforces it (docs/design.md §4.11)."""
 
     spec: SpecRef
     valid: tuple[Any, ...] = ()
@@ -208,7 +208,7 @@ def _suite(subset: str | None, limit: int | None, stride: int) -> Corpus:
         tests = [t for t in g["tests"] if isinstance(t, dict) and "data" in t]
         out.append(
             Case(
-                SpecRef("json_schema", g["schema"], gid, SUITE, dict(_EXTERNAL_PROFILE)),
+                SpecRef(SpecKind.JSON_SCHEMA, g["schema"], gid, SUITE, dict(_EXTERNAL_PROFILE)),
                 tuple(t["data"] for t in tests if t.get("valid") is True),
                 tuple(t["data"] for t in tests if t.get("valid") is False),
                 _covers(g["schema"]),
@@ -285,7 +285,7 @@ def _maskbench_case(
             skipped.append((f"{key} test {i}", f"labelled valid={t['valid']} but jsonschema says {verdict}"))
             continue
         (valid if verdict else invalid).append(t["data"])
-    return Case(SpecRef("json_schema", schema, key, corpus, dict(_EXTERNAL_PROFILE)), tuple(valid), tuple(invalid),
+    return Case(SpecRef(SpecKind.JSON_SCHEMA, schema, key, corpus, dict(_EXTERNAL_PROFILE)), tuple(valid), tuple(invalid),
                 _covers(schema))  # fmt: skip
 
 
@@ -329,7 +329,7 @@ def _json_file(f: Path, corpus: str, out: Corpus) -> None:
             if case is not None:
                 out.append(case)
     elif isinstance(doc, (dict, bool)):
-        out.append(Case(SpecRef("json_schema", doc, name, corpus), covers=_covers(doc)))
+        out.append(Case(SpecRef(SpecKind.JSON_SCHEMA, doc, name, corpus), covers=_covers(doc)))
     else:
         raise CorpusError(
             str(f), 'a JSON Schema (object or boolean), a {"schema", "tests"} document or a list of them'
@@ -337,13 +337,13 @@ def _json_file(f: Path, corpus: str, out: Corpus) -> None:
 
 
 def _gbnf_file(f: Path, corpus: str, out: Corpus) -> None:
-    out.append(Case(SpecRef("gbnf", _read_text(f), f.stem, corpus), covers=("gbnf",)))
+    out.append(Case(SpecRef(SpecKind.GBNF, _read_text(f), f.stem, corpus), covers=("gbnf",)))
 
 
 def _regex_file(f: Path, corpus: str, out: Corpus) -> None:
     for n, line in enumerate(_read_text(f).splitlines(), 1):
         if line.strip():
-            out.append(Case(SpecRef("regex", line, f"{f.stem}:{n}", corpus), covers=("regex",)))
+            out.append(Case(SpecRef(SpecKind.REGEX, line, f"{f.stem}:{n}", corpus), covers=("regex",)))
 
 
 def _read_text(f: Path) -> str:

@@ -1,4 +1,4 @@
-"""The independent validators certificates rely on (DESIGN §4, invariant 1): whether some bytes are in
+"""The independent validators certificates rely on (docs/design.md §4, invariant 1): whether some bytes are in
 the language of a spec, decided without ``refdecoder``'s compiler or matcher.
 
 * JSON Schema: strict UTF-8, ``json.loads`` (duplicate keys seen through ``object_pairs_hook``,

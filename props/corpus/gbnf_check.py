@@ -1,4 +1,4 @@
-"""An independent GBNF recognizer, used only to check the reference (DESIGN §4, invariant 1).
+"""An independent GBNF recognizer, used only to check the reference (docs/design.md §4, invariant 1).
 
 It shares no code with ``_gbnf``: a token-based second reader of GBNF text; repetition rewritten into
 plain BNF exactly as llama.cpp's ``handle_repetitions`` does (``S{m,n}`` → ``S``×m, then nested optional

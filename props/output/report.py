@@ -1,5 +1,5 @@
 """Certification reports: ``report.json`` (a stable, documented schema), ``report.md`` and a
-self-contained ``report.html`` (DESIGN §6).
+self-contained ``report.html`` (docs/design.md §6).
 
 :func:`write_report` writes the three files from one report dict; :func:`load_report` reads and
 checks a ``report.json``; :func:`histogram` builds the timing entries. Every string that comes from
@@ -305,7 +305,8 @@ def _cut(text: str, n: int) -> str:
 
 def _severity_summary(findings: list[dict[str, Any]]) -> str:
     by = Counter(str(f.get("severity", "")) for f in findings)
-    order = sorted(by, key=lambda s: (SEVERITY_RANK.get(s, 99), s))
+    rank = {str(k): v for k, v in SEVERITY_RANK.items()}
+    order = sorted(by, key=lambda s: (rank.get(s, 99), s))
     return ", ".join(f"{by[s]} {s}" for s in order) if by else "none"
 
 
@@ -649,6 +650,25 @@ def render_html(report: dict[str, Any]) -> str:
     """``report.html``: one self-contained page (inline CSS and SVG; no scripts, no network)."""
     be = report.get("backend", {})
     findings: list[dict[str, Any]] = list(report.get("findings", []))
+    p: list[str] = [
+        *_html_summary(report, findings),
+        *_html_profile(be),
+        *_html_restrictions(be),
+        *_html_inputs(report),
+        *_html_matrix(report),
+        *_html_findings(findings),
+        *_html_refusals(report),
+        *_html_internal_errors(report),
+        *_html_instances(report),
+        *_html_timings(report),
+        "</body></html>\n",
+    ]
+    return "\n".join(p)
+
+
+def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
+    """The page's head and title, the run line, the verdict banner(s) and the spec counts."""
+    be = report.get("backend", {})
     code = int(report.get("exit_code", 0))
     title = f"maskcert certification: {be.get('name', '?')} {be.get('version', '')}"
     p: list[str] = [
@@ -674,9 +694,13 @@ def render_html(report: dict[str, Any]) -> str:
         p.append('<div class="banner warn">Incomplete: the budget cut the run short.</div>')
     specs = report.get("specs", {})
     p.append("<p>Specs: " + _h(", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS)) + ".</p>")
+    return p
 
+
+def _html_profile(be: dict[str, Any]) -> list[str]:
+    """The declared profile section: its JSON fields, canonical-tokenization flag and notes."""
     profile = be.get("profile", {}) or {}
-    p.append("<h2>Declared profile</h2>")
+    p = ["<h2>Declared profile</h2>"]
     p.append('<p class="note">The language the backend declares it implements; the reference computes the ideal '
              "masks for this language, so differences it explains are not findings.</p>")  # fmt: skip
     rows = [[k, json.dumps(v)] for k, v in sorted((profile.get("json") or {}).items())]
@@ -685,8 +709,12 @@ def render_html(report: dict[str, Any]) -> str:
     notes = profile.get("notes", []) or []
     if notes:
         p.append("<ul>" + "".join(f"<li>{_h(n)}</li>" for n in notes) + "</ul>")
+    return p
 
-    p.append("<h2>Declared restrictions</h2>")
+
+def _html_restrictions(be: dict[str, Any]) -> list[str]:
+    """The declared restrictions section (deviations the backend declares, not defects)."""
+    p = ["<h2>Declared restrictions</h2>"]
     p.append('<p class="note">Options under which the backend was certified that deviate from its defaults or '
              "from the specifications. These are deviations the backend declares, <b>not defects</b>.</p>")  # fmt: skip
     restrictions = be.get("declared_restrictions", []) or []
@@ -698,7 +726,12 @@ def render_html(report: dict[str, Any]) -> str:
         ))  # fmt: skip
     else:
         p.append("<p>None.</p>")
+    return p
 
+
+def _html_inputs(report: dict[str, Any]) -> list[str]:
+    """The tokenizers table and the corpus line, each only when the report has any."""
+    p: list[str] = []
     toks = report.get("tokenizers", [])
     if toks:
         p.append("<h2>Tokenizers</h2>")
@@ -710,9 +743,12 @@ def render_html(report: dict[str, Any]) -> str:
     corpus = report.get("corpus", [])
     if corpus:
         p.append("<p>Corpus: " + _h(", ".join(f"{c.get('name', '')} ({c.get('specs', 0)} specs)" for c in corpus)) + ".</p>")
+    return p
 
+
+def _html_matrix(report: dict[str, Any]) -> list[str]:
+    """The summary matrix: one row per invariant, one pass/fail/not-run cell per tokenizer."""
     names = _tokenizer_names(report)
-    p.append("<h2>Summary matrix</h2>")
     head = "<th>invariant</th>" + "".join(f"<th>{_h(n)}</th>" for n in names)
     body = []
     for inv in _invariants(report):
@@ -721,32 +757,39 @@ def render_html(report: dict[str, Any]) -> str:
             kind_c, text = _cell(report, inv, n)
             cells.append(f'<td class="{kind_c}">{_h(text)}</td>')
         body.append(f"<tr><th>{_h(inv)}</th>{''.join(cells)}</tr>")
-    p.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return ["<h2>Summary matrix</h2>", table]
 
-    p.append("<h2>Findings</h2>")
-    if findings:
-        rows_f = []
-        for f in findings:
-            fid = _h(f.get("id", ""))
-            sev = _h(f.get("severity", ""))
-            rows_f.append([
-                f'<a href="#finding-{_anchor(f.get("id", ""))}">{fid}</a>', _h(f.get("invariant", "")),
-                f'<span class="sev sev-{_anchor(f.get("severity", ""))}">{sev}</span>',
-                _h((f.get("spec") or {}).get("name", "")), _h(f.get("tokenizer", "")), _h(f.get("step", "")),
-                f"<code>{_h(_token(f))}</code>", _h(f.get("backend_verdict", "")),
-                _h(f.get("reference_verdict", "")), f"<code>{_h(f.get('repro', '') or '–')}</code>",
-            ])  # fmt: skip
-        p.append(_html_table(
-            ["id", "invariant", "severity", "spec", "tokenizer", "step", "token", "backend", "reference", "repro"],
-            rows_f, raw=True,
-        ))  # fmt: skip
-        for f in findings:
-            p.append(_html_finding(f))
-    else:
+
+def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
+    """The findings section: a linked overview table, then each finding in full."""
+    p = ["<h2>Findings</h2>"]
+    if not findings:
         p.append("<p>No findings.</p>")
+        return p
+    rows_f = []
+    for f in findings:
+        fid = _h(f.get("id", ""))
+        sev = _h(f.get("severity", ""))
+        rows_f.append([
+            f'<a href="#finding-{_anchor(f.get("id", ""))}">{fid}</a>', _h(f.get("invariant", "")),
+            f'<span class="sev sev-{_anchor(f.get("severity", ""))}">{sev}</span>',
+            _h((f.get("spec") or {}).get("name", "")), _h(f.get("tokenizer", "")), _h(f.get("step", "")),
+            f"<code>{_h(_token(f))}</code>", _h(f.get("backend_verdict", "")),
+            _h(f.get("reference_verdict", "")), f"<code>{_h(f.get('repro', '') or '–')}</code>",
+        ])  # fmt: skip
+    p.append(_html_table(
+        ["id", "invariant", "severity", "spec", "tokenizer", "step", "token", "backend", "reference", "repro"],
+        rows_f, raw=True,
+    ))  # fmt: skip
+    p += [_html_finding(f) for f in findings]
+    return p
 
+
+def _html_refusals(report: dict[str, Any]) -> list[str]:
+    """The refusals section: which side refused which spec on which tokenizer, and why."""
     refusals = report.get("refusals", [])
-    p.append("<h2>Refusals</h2>")
+    p = ["<h2>Refusals</h2>"]
     if refusals:
         p.append(_html_table(
             ["spec", "tokenizer", "side", "reason"],
@@ -755,35 +798,49 @@ def render_html(report: dict[str, Any]) -> str:
         ))  # fmt: skip
     else:
         p.append("<p>None.</p>")
+    return p
 
+
+def _html_internal_errors(report: dict[str, Any]) -> list[str]:
+    """The internal errors section (maskcert's own failures), only when there are any."""
     errors = report.get("internal_errors") or []
-    if errors:
-        p.append("<h2>Internal errors</h2>")
-        p.append(f'<div class="banner fail">maskcert itself failed on {len(errors)} case(s): a bug or a broken '
-                 "dependency, not the backend's defect. These cases were not certified.</div>")  # fmt: skip
-        p += [f"<pre>{_h(_cut(str(e), 1500))}</pre>" for e in errors]
-    header, rows_i = _instance_table(report)
-    p.append("<h2>Instances walked</h2>")
-    p.append(f'<p class="note">{_h(_INSTANCES_NOTE)}</p>')
-    p.append(_html_table(header, rows_i) if rows_i else "<p>None recorded.</p>")
+    if not errors:
+        return []
+    p = ["<h2>Internal errors</h2>"]
+    p.append(f'<div class="banner fail">maskcert itself failed on {len(errors)} case(s): a bug or a broken '
+             "dependency, not the backend's defect. These cases were not certified.</div>")  # fmt: skip
+    p += [f"<pre>{_h(_cut(str(e), 1500))}</pre>" for e in errors]
+    return p
 
-    p.append("<h2>Mask-time statistics</h2>")
+
+def _html_instances(report: dict[str, Any]) -> list[str]:
+    """The instances-walked section: counts per source, totals first."""
+    header, rows_i = _instance_table(report)
+    return [
+        "<h2>Instances walked</h2>",
+        f'<p class="note">{_h(_INSTANCES_NOTE)}</p>',
+        _html_table(header, rows_i) if rows_i else "<p>None recorded.</p>",
+    ]
+
+
+def _html_timings(report: dict[str, Any]) -> list[str]:
+    """The mask-time section: percentile table, then a histogram per tokenizer with mask timings."""
+    p = ["<h2>Mask-time statistics</h2>"]
     rows_t = _timing_rows(report)
-    if rows_t:
-        p.append(_html_table(
-            ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
-            [[t, k, str(h.get("n", 0)), _num(h.get("p50")), _num(h.get("p99")), _num(h.get("max"))]
-             for t, k, h in rows_t],
-        ))  # fmt: skip
-        for tok, entry in report.get("timings", {}).items():
-            b, r = entry.get("backend_mask_ms"), entry.get("reference_mask_ms")
-            if isinstance(b, dict) or isinstance(r, dict):
-                p.append(f"<h3>{_h(tok)}: mask time</h3>")
-                p.append(_svg_histogram(b if isinstance(b, dict) else {}, r if isinstance(r, dict) else {}))
-    else:
+    if not rows_t:
         p.append("<p>No timings.</p>")
-    p.append("</body></html>\n")
-    return "\n".join(p)
+        return p
+    p.append(_html_table(
+        ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
+        [[t, k, str(h.get("n", 0)), _num(h.get("p50")), _num(h.get("p99")), _num(h.get("max"))]
+         for t, k, h in rows_t],
+    ))  # fmt: skip
+    for tok, entry in report.get("timings", {}).items():
+        b, r = entry.get("backend_mask_ms"), entry.get("reference_mask_ms")
+        if isinstance(b, dict) or isinstance(r, dict):
+            p.append(f"<h3>{_h(tok)}: mask time</h3>")
+            p.append(_svg_histogram(b if isinstance(b, dict) else {}, r if isinstance(r, dict) else {}))
+    return p
 
 
 def _html_finding(f: dict[str, Any]) -> str:
