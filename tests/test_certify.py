@@ -14,23 +14,23 @@ import maskcert
 import tokenizers_matrix as tm
 from maskcert.certification import certify, declared_restrictions
 from maskcert.cli import main
-from props.contract.findings import FAILING, Finding, SpecRef
+from props.contract.findings import FAILING, TOKEN_INVARIANTS, Finding, SpecKind, SpecRef
 from props.corpus import Case, load_corpus, validate_output
 from props.output.report import load_report
 
 from ._toys import TOYS, NeverAccepting
 
 SMALL = [
-    Case(SpecRef("regex", "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
-    Case(SpecRef("choice", ["yes", "yesno", "née"], "choices", "test"), valid=("yes", "née")),
+    Case(SpecRef(SpecKind.REGEX, "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
+    Case(SpecRef(SpecKind.CHOICE, ["yes", "yesno", "née"], "choices", "test"), valid=("yes", "née")),
     Case(
-        SpecRef("json_schema", {"type": "object", "properties": {"a": {"type": "integer"},
+        SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "integer"},
                                 "b": {"type": "string", "maxLength": 3}}, "required": ["a"]}, "object", "test"),
         valid=({"a": 1, "b": "é€😀"}, {"a": -20}),
         invalid=({"b": "x"}, {"a": 1, "b": "long"}),
     ),  # fmt: skip
     Case(
-        SpecRef("json_schema", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "unique", "test"),
+        SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "unique", "test"),
         valid=([1, 2],),
         invalid=([1, 1],),
     ),
@@ -54,6 +54,11 @@ def _check_certificates(findings: list[Finding]) -> None:
             assert validate_output(f.spec, c["completion"]) is not None, f
         if f.invariant in ("fork", "rollback", "speculative", "jump_forward"):
             assert c["operations"] and "observed" in c and "expected" in c, f
+        if f.invariant in TOKEN_INVARIANTS and f.invariant != "liveness":
+            # The typed verdict a reproducer replays: the opposite of the backend's mask verdict.
+            assert f.reference_allows is not None, f
+            if f.backend_verdict in ("allowed", "masked", "EOS offered", "EOS masked"):
+                assert f.reference_allows is (f.backend_verdict in ("masked", "EOS masked")), f
 
 
 def test_reference_certifies_clean_on_the_builtin_corpus_slice() -> None:
@@ -94,7 +99,7 @@ def test_a_real_defect_reproduces_standalone(tmp_path: Path, byte: tm.Vocabulary
     """outlines-core drops a non-accepting continuation from an accepting state (``a|ab`` after
     ``a``): certify finds it, and its reproducer, run alone, shows it."""
     pytest.importorskip("outlines_core")
-    case = Case(SpecRef("regex", "a|ab", "a-or-ab", "test"), valid=("a", "ab"))
+    case = Case(SpecRef(SpecKind.REGEX, "a|ab", "a-or-ab", "test"), valid=("a", "ab"))
     report = certify("outlines-core", tokenizers=[byte], corpus=(), cases=[case], examples=0, out=tmp_path)
     hits = [f for f in report.findings if f.invariant.startswith("completeness") and f.token_bytes == b"b"]
     assert hits, [f.message for f in report.findings]
@@ -155,7 +160,7 @@ def test_a_serving_defect_reproduces_with_whole_masks(tmp_path: Path, byte: tm.V
     """llguidance's rollback across EOS also undoes a text token: the certificate records both whole
     masks, and the reproducer recomputes the backend's and finds exactly the recorded one."""
     pytest.importorskip("llguidance")
-    case = Case(SpecRef("regex", "a|ab", "a-or-ab", "test"), valid=("ab",))
+    case = Case(SpecRef(SpecKind.REGEX, "a|ab", "a-or-ab", "test"), valid=("ab",))
     report = certify("llguidance", tokenizers=[byte], corpus=(), cases=[case], examples=0, out=tmp_path)
     hits = [f for f in report.findings if f.invariant == "rollback"]
     assert hits, [f.message for f in report.findings]

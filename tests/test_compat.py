@@ -26,16 +26,16 @@ from props.contract.compat import (
     dependency_versions,
     diagnose,
 )
-from props.contract.findings import SpecRef
+from props.contract.findings import SpecKind, SpecRef
 from props.corpus import Case
 
 OBJECT = Case(
-    SpecRef("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
             "object", "test"),
     valid=({"a": 1},),
 )  # fmt: skip
 RECURSIVE = Case(
-    SpecRef("json_schema", {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+    SpecRef(SpecKind.JSON_SCHEMA, {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
                             "$ref": "#/$defs/node"}, "recursive", "test"),
     valid=({"next": {}},),
 )  # fmt: skip

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import refdecoder
 import tokenizers_matrix
-from props.contract.findings import SpecRef
+from props.contract.findings import SpecKind, SpecRef
 from props.corpus import (
     Case,
     CorpusError,
@@ -78,7 +78,8 @@ def test_builtin_shape() -> None:
     names = [c.name for c in BUILTIN]
     assert len(set(names)) == len(names), "builtin case names must be unique"
     kinds = Counter(c.spec.kind for c in BUILTIN)
-    assert kinds["json_schema"] >= 40 and kinds["regex"] >= 10 and kinds["gbnf"] >= 4 and kinds["choice"] >= 3
+    assert kinds[SpecKind.JSON_SCHEMA] >= 40 and kinds[SpecKind.REGEX] >= 10 and kinds[SpecKind.GBNF] >= 4
+    assert kinds[SpecKind.CHOICE] >= 3
     for c in BUILTIN:
         assert c.valid and c.invalid and c.covers, c.name
         assert c.spec.corpus == "builtin"
@@ -149,7 +150,7 @@ def test_serializations_round_trip_and_keep_to_the_profile(value: Any, profile: 
     texts = serializations(value, profile)
     assert texts and len(set(texts)) == len(texts)
     assert texts[0] == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    spec = SpecRef("json_schema", True, profile=profile.as_dict() | {"allow_duplicate_keys": True})
+    spec = SpecRef(SpecKind.JSON_SCHEMA, True, profile=profile.as_dict() | {"allow_duplicate_keys": True})
     for text in texts:
         assert json.loads(text) == value
         reason = validate_output(spec, text.encode())
@@ -200,7 +201,7 @@ def _ws_runs(text: str) -> list[str]:
 
 # -- validate_output --------------------------------------------------------------------------------
 def _js(schema: Any, **profile: Any) -> SpecRef:
-    return SpecRef("json_schema", schema, "t", "test", profile or None)
+    return SpecRef(SpecKind.JSON_SCHEMA, schema, "t", "test", profile or None)
 
 
 def test_validate_output_json_text() -> None:
@@ -262,19 +263,19 @@ def test_validate_output_formats_follow_the_profile() -> None:
 
 
 def test_validate_output_other_kinds() -> None:
-    assert validate_output(SpecRef("regex", r"\d{2}"), "١٢".encode()) is None
-    assert "does not fully match" in (validate_output(SpecRef("regex", "a|ab"), b"abc") or "")
-    assert validate_output(SpecRef("choice", ["a", "ab"]), b"ab") is None
-    assert "not one of" in (validate_output(SpecRef("choice", ["a", "ab"]), b"b") or "")
+    assert validate_output(SpecRef(SpecKind.REGEX, r"\d{2}"), "١٢".encode()) is None
+    assert "does not fully match" in (validate_output(SpecRef(SpecKind.REGEX, "a|ab"), b"abc") or "")
+    assert validate_output(SpecRef(SpecKind.CHOICE, ["a", "ab"]), b"ab") is None
+    assert "not one of" in (validate_output(SpecRef(SpecKind.CHOICE, ["a", "ab"]), b"b") or "")
     g = 'root ::= "x" [0-9]+'
-    assert validate_output(SpecRef("gbnf", g), b"x12") is None
-    assert validate_output(SpecRef("gbnf", {"text": 'r ::= "y"', "root": "r"}), b"y") is None
-    assert "GBNF" in (validate_output(SpecRef("gbnf", g), b"x") or "")
-    assert "not UTF-8" in (validate_output(SpecRef("choice", ["a"]), b"\xc3") or "")
+    assert validate_output(SpecRef(SpecKind.GBNF, g), b"x12") is None
+    assert validate_output(SpecRef(SpecKind.GBNF, {"text": 'r ::= "y"', "root": "r"}), b"y") is None
+    assert "GBNF" in (validate_output(SpecRef(SpecKind.GBNF, g), b"x") or "")
+    assert "not UTF-8" in (validate_output(SpecRef(SpecKind.CHOICE, ["a"]), b"\xc3") or "")
     with pytest.raises(CorpusError):
-        validate_output(SpecRef("regex", "(unclosed"), b"x")
+        validate_output(SpecRef(SpecKind.REGEX, "(unclosed"), b"x")
     with pytest.raises(CorpusError):
-        validate_output(SpecRef("gbnf", "root ::= undefined-rule"), b"x")
+        validate_output(SpecRef(SpecKind.GBNF, "root ::= undefined-rule"), b"x")
     with pytest.raises(CorpusError):
         validate_output(_js({"type": 12}), b"1")
     with pytest.raises(CorpusError, match="network"):

@@ -32,7 +32,7 @@ from maskcert.fuzz import (
     run_campaign,
     serving_properties,
 )
-from props.contract.findings import Finding, FindingFailure, SpecRef
+from props.contract.findings import Finding, FindingFailure, Invariant, SpecKind, SpecRef
 from refdecoder import Choice, TokenGrammar
 from refdecoder._tokens import unpack_mask
 
@@ -62,17 +62,18 @@ def _toy_masks(tg: TokenGrammar, prefix: bytes, state: refdecoder.State) -> np.n
 def toy_properties(ctx: TargetContext) -> list[Property]:
     vocab = tokenizers_matrix.get("byte")
     tg = TokenGrammar(refdecoder.compile(TOY_SPEC), vocab)
-    ref = SpecRef("choice", list(TOY_SPEC.options), name="yes-no")
+    ref = SpecRef(SpecKind.CHOICE, list(TOY_SPEC.options), name="yes-no")
 
     @given(st.lists(st.integers(0, 7), max_size=4))
     def toy_masks_match(choices: list[int]) -> None:
-        state, prefix, ids = tg.initial(), b"", []
+        state, prefix = tg.initial(), b""
+        ids: list[int] = []
         for c in [*choices, 0]:
             want = bits(tg, state)
             got = _toy_masks(tg, prefix, state)
             for t in np.flatnonzero(got != want).tolist():
                 raise FindingFailure([Finding(
-                    invariant="eos" if t in tg.eos_ids else "soundness", backend="toy", backend_version="0",
+                    invariant=Invariant.EOS if t in tg.eos_ids else Invariant.SOUNDNESS, backend="toy", backend_version="0",
                     spec=ref, tokenizer=vocab.name, tokenizer_fingerprint=vocab.fingerprint,
                     prefix_ids=tuple(ids), token_id=t, token_bytes=tg.token_bytes(t),
                     backend_verdict="allowed", reference_verdict="masked", message="toy mask allows too much",

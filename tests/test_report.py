@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import props.output.report as report_mod
-from props.contract.findings import INVARIANTS, Finding, SpecRef
+from props.contract.findings import INVARIANTS, Finding, Invariant, SpecKind, SpecRef
 from props.output.report import (
     HISTOGRAM_EDGES_MS,
     REPORT_FIELDS,
@@ -31,22 +31,22 @@ HOSTILE = "<script>alert('x')</script>"
 
 
 def _findings() -> list[Finding]:
-    spec = SpecRef("regex", f"a|ab|{HOSTILE}", name=f"evil{HOSTILE}", corpus="builtin")
-    schema = SpecRef("json_schema", {"type": "string", "pattern": HOSTILE, "description": "| x | ``` y"}, name="s1")
+    spec = SpecRef(SpecKind.REGEX, f"a|ab|{HOSTILE}", name=f"evil{HOSTILE}", corpus="builtin")
+    schema = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "pattern": HOSTILE, "description": "| x | ``` y"}, name="s1")
     return [
         Finding(
-            "completeness_token", "outlines-core", "0.2.14", spec, "byte", "f" * 64, (97,), 98, b"b",
+            Invariant.COMPLETENESS_TOKEN, "outlines-core", "0.2.14", spec, "byte", "f" * 64, (97,), 98, b"b",
             "masked", "allowed", "token b is masked after a",
             {"witness": "ab", "witness_ids": [97, 98, 256], "validated_by": "re.fullmatch"},
             prefix_bytes=b"a", walk="canonical", repro="repro/x.py",
         ),
         Finding(
-            "soundness", "outlines-core", "0.2.14", schema, "byte", "f" * 64, (34,), 60, b"<script>",
+            Invariant.SOUNDNESS, "outlines-core", "0.2.14", schema, "byte", "f" * 64, (34,), 60, b"<script>",
             "allowed", "masked", f"token {HOSTILE} allowed",
             {"completion": b"<script>\xff\"", "validator_error": f"{HOSTILE} does not match"},
         ),
         Finding(
-            "rollback", "outlines-core", "0.2.14", spec, "byte", "f" * 64, (), None, None, "", "",
+            Invariant.ROLLBACK, "outlines-core", "0.2.14", spec, "byte", "f" * 64, (), None, None, "", "",
             "rollback differs", {"operations": [["accept", 97], ["rollback", 1], ["mask"]],
                                  "observed": [256], "expected": [97, 256]},
         ),

@@ -4,6 +4,7 @@ subprocess, reproduce real defects (exit 1) and clear claims that are not real (
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import json
 import os
@@ -17,12 +18,12 @@ import pytest
 
 import refdecoder
 from props.contract.backend import Compiled
-from props.contract.findings import Finding, SpecRef
+from props.contract.findings import Finding, Invariant, SpecKind, SpecRef
 from props.output.repro import (
     ADAPTER_DEFAULTS,
+    BACKEND_PACKAGES,
     ReproError,
     render_reproducer,
-    verdict_allows,
     write_reproducers,
 )
 from refdecoder import Matcher, Regex, TokenGrammar
@@ -40,12 +41,12 @@ def vocab() -> Vocabulary:
 def _finding(vocab: Vocabulary, invariant: str, backend: str, **kw: Any) -> Finding:
     defaults: dict[str, Any] = {
         "backend_version": "test",
-        "spec": SpecRef("regex", "a|ab", name="a-or-ab"),
+        "spec": SpecRef(SpecKind.REGEX, "a|ab", name="a-or-ab"),
         "tokenizer": vocab.name,
         "tokenizer_fingerprint": vocab.fingerprint,
     }
     defaults.update(kw)
-    return Finding(invariant, backend, **defaults)
+    return Finding(Invariant(invariant), backend, **defaults)
 
 
 def _run(script: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -66,15 +67,24 @@ def _allowed(mask: np.ndarray, token_id: int) -> bool:
     return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
 
 
+def _imports(tree: ast.AST) -> set[str]:
+    return {
+        ((node.module or "") if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+
+
 # -- files --------------------------------------------------------------------------------------------
 
 
 def test_files_and_repro_paths(tmp_path: Path, vocab: Vocabulary) -> None:
     fs = [
         _finding(vocab, "completeness_token", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="masked", reference_verdict="allowed"),
+                 backend_verdict="masked", reference_verdict="allowed", reference_allows=True),
         _finding(vocab, "eos", "reference", prefix_ids=(A,), token_id=EOS, backend_verdict="eos not offered",
-                 reference_verdict="eos offered"),
+                 reference_verdict="eos offered", reference_allows=True),
     ]  # fmt: skip
     out = write_reproducers(fs, {vocab.fingerprint: vocab}, tmp_path)
     assert [f.repro for f in out] == [f"repro/{f.id}.py" for f in fs]
@@ -89,13 +99,33 @@ def test_files_and_repro_paths(tmp_path: Path, vocab: Vocabulary) -> None:
     script = (tmp_path / out[0].repro).read_text()
     doc = ast.get_docstring(ast.parse(script)) or ""
     assert "completeness_token" in doc and "python3" in doc and "REPRODUCED" in doc
-    imports = {
-        ((node.module or "") if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
-        for node in ast.walk(ast.parse(script))
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
+    imports = _imports(ast.parse(script))
     assert imports - {"refdecoder"} <= set(sys.stdlib_module_names) and "refdecoder" in imports
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_PACKAGES))
+def test_rendered_script_is_one_module_without_template_marks(vocab: Vocabulary, backend: str) -> None:
+    """A script is the templates with their markers gone: one module that compiles, the data
+    assigned once each, one Engine and one Matcher, importing only the engine and the stdlib."""
+    f = _finding(vocab, "rollback", backend, certificate={"operations": [["mask"]], "expected": []})
+    src = render_reproducer(f, "vocab-x.json")
+    for mark in ("@substitute", "@template-only", "@backend"):
+        assert mark not in src
+    compile(src, f"{f.id}.py", "exec")  # also: ``from __future__`` comes first, once
+    tree = ast.parse(src)
+    assigned = [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    for name in ("FINDING", "OPTIONS", "VOCAB_FILE", "REFERENCE_ALLOWS", "TOKEN_INVARIANTS", "SERVING_INVARIANTS"):
+        assert assigned.count(name) == 1, name
+    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert classes.count("Engine") == 1 and classes.count("Matcher") == 1
+    module = BACKEND_PACKAGES[backend][0]
+    assert _imports(tree) - {module} <= set(sys.stdlib_module_names) and module in _imports(tree)
+
+
+def test_common_template_imports_cleanly() -> None:
+    """The shared template is a real module (its placeholders are valid values)."""
+    common = importlib.import_module("props.output.repro_templates.common")
+    assert common.INVARIANT == "" and callable(common.main)
 
 
 def test_missing_vocabulary_is_a_typed_error(tmp_path: Path, vocab: Vocabulary) -> None:
@@ -106,8 +136,9 @@ def test_missing_vocabulary_is_a_typed_error(tmp_path: Path, vocab: Vocabulary) 
 
 def test_hostile_spec_is_data_not_code(tmp_path: Path, vocab: Vocabulary) -> None:
     evil = "a'''\"\"\"\\\nimport os; os.system('false')  # \u2028 <script>"
-    f = _finding(vocab, "eos", "xgrammar", spec=SpecRef("regex", evil, name=evil), token_id=EOS,
-                 backend_verdict="eos offered", reference_verdict="eos not offered", message=evil)  # fmt: skip
+    f = _finding(vocab, "eos", "xgrammar", spec=SpecRef(SpecKind.REGEX, evil, name=evil), token_id=EOS,
+                 backend_verdict="eos offered", reference_verdict="eos not offered", reference_allows=False,
+                 message=evil)  # fmt: skip
     src = render_reproducer(f, "vocab-x.json")
     tree = ast.parse(src)
     doc = ast.get_docstring(tree) or ""
@@ -122,12 +153,19 @@ def test_hostile_spec_is_data_not_code(tmp_path: Path, vocab: Vocabulary) -> Non
     assert not any(isinstance(n, ast.Import) and any(a.name == "os" for a in n.names) for n in ast.walk(tree))
 
 
-def test_verdict_words() -> None:
-    for word in ("allowed", "accepted", "eos offered", "offered"):
-        assert verdict_allows(word) is True
-    for word in ("masked", "rejected", "eos not offered", "not offered", "blocked"):
-        assert verdict_allows(word) is False
-    assert verdict_allows("") is None and verdict_allows("differs") is None
+def test_reference_allows_is_typed_and_old_findings_read_back() -> None:
+    """A finding carries ``reference_allows`` itself; a findings file written before the field
+    existed gets it from the verdict words, as the reproducers of that time read them."""
+    f = Finding(Invariant.SOUNDNESS, "x", "1", SpecRef(SpecKind.REGEX, "a"), "t", "fp", token_id=1,
+                backend_verdict="allowed", reference_verdict="masked: nothing continues", reference_allows=False)
+    assert Finding.from_json(f.to_json()).reference_allows is False
+    old = {k: v for k, v in f.to_json().items() if k != "reference_allows"}
+    for words, want in [(("allowed", "masked"), False), (("masked", "allowed: 'ab' continues"), True),
+                        (("eos offered", "eos not offered"), False), (("eos not offered", "eos offered"), True),
+                        (("differs", ""), None)]:  # fmt: skip
+        entry = {**old, "backend_verdict": words[0], "reference_verdict": words[1]}
+        assert Finding.from_json(entry).reference_allows is want, words
+    assert Finding.from_json({**old, "invariant": "fork"}).reference_allows is None  # not about one token
 
 
 @pytest.mark.parametrize("backend", sorted(ADAPTER_DEFAULTS))
@@ -163,7 +201,7 @@ def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Pa
     assert not _allowed(m.mask(), B), "outlines-core no longer shows the known defect"
     f = _finding(vocab, "completeness_token", "outlines-core", backend_version=backend.version, prefix_ids=(A,),
                  token_id=B, token_bytes=b"b", prefix_bytes=b"a", backend_verdict="masked",
-                 reference_verdict="allowed", message="b is masked after a, though 'ab' matches",
+                 reference_verdict="allowed", reference_allows=True, message="b is masked after a, though 'ab' matches",
                  certificate={"witness": "ab", "witness_ids": [A, B, EOS], "validated_by": "re.fullmatch"})  # fmt: skip
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1
@@ -174,7 +212,7 @@ def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Pa
 def test_reference_claim_that_is_not_real(tmp_path: Path, vocab: Vocabulary) -> None:
     """(b) The reference does allow 'b' after 'a': the claimed masking does not reproduce."""
     f = _finding(vocab, "completeness_token", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="masked", reference_verdict="allowed",
+                 backend_verdict="masked", reference_verdict="allowed", reference_allows=True,
                  certificate={"witness": "ab", "witness_ids": [A, B, EOS]})  # fmt: skip
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 0
@@ -185,14 +223,14 @@ def test_reference_claim_that_is_real_per_its_own_mask(tmp_path: Path, vocab: Vo
     """The same script judges against the recorded reference verdict: a claim that the reference
     should have masked 'b' (it allows it) shows as reproduced — the script really asks the backend."""
     f = _finding(vocab, "soundness", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="allowed", reference_verdict="masked")  # fmt: skip
+                 backend_verdict="allowed", reference_verdict="masked", reference_allows=False)  # fmt: skip
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1 and "REPRODUCED: " in proc.stdout
 
 
 def _rollback_finding(vocab: Vocabulary, backend: str, expected: list[int]) -> Finding:
     ops = [["accept", A], ["fork"], ["accept", B], ["rollback", 1], ["mask"]]
-    return _finding(vocab, "rollback", backend, spec=SpecRef("regex", "a(b|c)d?", name="abcd"),
+    return _finding(vocab, "rollback", backend, spec=SpecRef(SpecKind.REGEX, "a(b|c)d?", name="abcd"),
                     message="rollback(1) differs from replay", certificate={
                         "operations": ops, "observed": [B], "expected": expected})  # fmt: skip
 
@@ -222,7 +260,7 @@ def test_crash_not_reproduced_runs_in_a_child(tmp_path: Path, vocab: Vocabulary)
 def test_outlines_core_ignores_minimum(tmp_path: Path, vocab: Vocabulary) -> None:
     """Refusal hygiene, a real finding: outlines-core drops ``minimum`` instead of refusing it."""
     pytest.importorskip("outlines_core")
-    spec = SpecRef("json_schema", {"type": "object", "properties": {"x": {"type": "integer", "minimum": 3}},
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"x": {"type": "integer", "minimum": 3}},
                                    "required": ["x"]}, name="min")  # fmt: skip
     f = _finding(vocab, "refusal", "outlines-core", spec=spec, message="minimum ignored",
                  certificate={"keyword": "minimum", "invalid_instance": {"x": 1}, "valid_instance": {"x": 3}})  # fmt: skip

@@ -21,6 +21,7 @@ from refdecoder.sampler import SamplingParams
 from serving_sim import (
     AdmissionRefused,
     AdversarialModel,
+    CacheEntry,
     CompileCache,
     Delta,
     Engine,
@@ -81,7 +82,7 @@ def test_lifecycle_table():
         transition("r", Status.REFUSED, Event.CANCEL)
     # The docstring's diagram is the table.
     assert serving_sim.diagram() in "\n".join(
-        line.strip() for line in serving_sim._lifecycle.__doc__.splitlines()  # type: ignore[union-attr]
+        line.strip() for line in (serving_sim._lifecycle.__doc__ or "").splitlines()
     )
 
 
@@ -147,13 +148,13 @@ def test_compile_cache_key_counters_and_eviction(vocab):
     specs = [Choice(["a"]), Choice(["b"]), Choice(["c"]), Choice(["d"])]
     for s in specs:
         entry, hit, _ = cache.get_or_compile(s, backend, vocab, budget_s=10)
-        assert not hit and entry.vocab_fingerprint == vocab.fingerprint
+        assert not hit and isinstance(entry, CacheEntry) and entry.vocab_fingerprint == vocab.fingerprint
     assert cache.evictions >= 1 and cache.bytes <= cache.max_bytes
     _, hit, _ = cache.get_or_compile(specs[-1], backend, vocab, budget_s=10)
     assert hit
     # The vocabulary fingerprint is part of the key: another vocabulary misses.
     entry, hit, _ = cache.get_or_compile(specs[-1], backend, other, budget_s=10)
-    assert not hit and entry.vocab_fingerprint == other.fingerprint
+    assert not hit and isinstance(entry, CacheEntry) and entry.vocab_fingerprint == other.fingerprint
     k1 = CompileCache.key(specs[0], backend, vocab)
     assert k1 != CompileCache.key(specs[0], backend, other)
     assert CompileCache.key(specs[0], backend, vocab, include_vocabulary=False).vocabulary == ""
@@ -170,7 +171,8 @@ def test_prefix_cache_longest_prefix(vocab):
     got = pc.lookup((1, 2, 3, 4, 5))
     assert got is not None and got.tokens == [1, 2, 3] and got is not kv
     got.tokens.append(9)
-    assert pc.lookup((1, 2, 3)).tokens == [1, 2, 3]  # stored entries are never shared
+    again = pc.lookup((1, 2, 3))
+    assert again is not None and again.tokens == [1, 2, 3]  # stored entries are never shared
     assert pc.lookup((2, 3)) is None
     assert pc.stats()["hits"] == 2 and pc.stats()["lookups"] == 3
 
@@ -179,6 +181,7 @@ def test_snapshot_is_bound_to_grammar_and_vocabulary(vocab):
     backend = load_backend("reference")
     cache = CompileCache()
     entry, _, _ = cache.get_or_compile(WORDS, backend, vocab, budget_s=10)
+    assert isinstance(entry, CacheEntry)
     m = backend.matcher(entry.compiled)
     m.accept(vocab.encode("ca")[0])
     snap = MatcherSnapshot.take(m, entry, 1)

@@ -414,7 +414,7 @@ def _masks_property(ctx: TargetContext) -> Property:
                         tokenizer=str(getattr(vocab, "name", "")), tokenizer_fingerprint=str(getattr(vocab, "fingerprint", "")),
                         prefix_ids=tuple(ids), token_id=int(t), token_bytes=tg.token_bytes(int(t)),
                         backend_verdict="allowed" if allowed else "masked",
-                        reference_verdict="masked" if allowed else "allowed",
+                        reference_verdict="masked" if allowed else "allowed", reference_allows=not allowed,
                         message=f"TokenGrammar.mask ({'fast paths' if fast else 'plain walk'}) differs from "
                         "mask_bruteforce", prefix_bytes=prefix, walk="random",
                         certificate={"fast_paths": fast},

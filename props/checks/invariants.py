@@ -378,6 +378,7 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
         token_bytes=tb,
         backend_verdict="allowed",
         reference_verdict="masked: no string of the language continues this prefix with this token",
+        reference_allows=False,
         message=f"allows token {token} {tb!r} after {len(prefix)} tokens, but no valid output continues that way"
         + (" (the backend then finished an output the validator rejects)" if "completion" in cert else ""),
         certificate=cert,
@@ -490,6 +491,7 @@ def _completeness(
         token_bytes=tb,
         backend_verdict="masked",
         reference_verdict=f"allowed: {full!r} is valid and continues with this token",
+        reference_allows=True,
         message=f"masks token {token} {tb!r} after {len(prefix)} tokens though a valid string goes through it ({level})",
         certificate=cert,
         walk=walk,
@@ -511,7 +513,7 @@ def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Find
         if error is not None:
             t.self_check.append(f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}")
     return t.finding(Invariant.EOS, prefix, token_id=int(t.eos[0]) if len(t.eos) else None,
-                     token_bytes=None, backend_verdict=verdict, reference_verdict=ref,
+                     token_bytes=None, backend_verdict=verdict, reference_verdict=ref, reference_allows=not backend_eos,
                      message=msg, certificate=cert, walk=walk)  # fmt: skip
 
 
@@ -539,6 +541,7 @@ def compare_step(
         said = bool(m.is_accepting())
         found.append(t.finding(Invariant.EOS, prefix, backend_verdict=f"is_accepting() is {said}",
                                reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
+                               reference_allows=r.is_accepting(),
                                message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
                                        f"{'offers' if b_eos else 'masks'} EOS",
                                certificate={"operations": [op.accept(i) for i in prefix] + [op.ACCEPTING],

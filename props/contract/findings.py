@@ -303,6 +303,9 @@ class Finding:
     walk: str = ""  # which walk found it: "canonical", "random", "utf8-split", "adversarial", "stateful", ...
     occurrences: int = 1
     repro: str = ""  # path of the reproducer script, relative to the report directory
+    # For a finding about one token (or EOS) at one step: whether the reference allows it (what a
+    # reproducer compares the backend's mask with). None for findings not about one token's verdict.
+    reference_allows: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "invariant", _word(Invariant, self.invariant, "invariant"))
@@ -364,6 +367,7 @@ class Finding:
             "walk": self.walk,
             "occurrences": self.occurrences,
             "repro": self.repro,
+            "reference_allows": self.reference_allows,
         }
 
     @classmethod
@@ -389,9 +393,36 @@ class Finding:
                 walk=d.get("walk", ""),
                 occurrences=int(d.get("occurrences", 1)),
                 repro=d.get("repro", ""),
+                reference_allows=d["reference_allows"] if "reference_allows" in d else _legacy_reference_allows(d),
             )
         except KeyError as e:
             raise FindingError(f"entry (missing {e.args[0]!r})", "the fields of Finding.to_json()") from e
+
+
+_ALLOW_WORDS = ("allow", "accept", "offer", "permit", "open")
+_MASK_WORDS = ("not ", "masked", "reject", "withheld", "block", "refus", "forbid", "disallow", "closed")
+
+
+def _legacy_reference_allows(d: dict[str, Any]) -> bool | None:
+    """``reference_allows`` of a finding written before the field existed (findings files of older
+    campaigns), read back from its verdict words as the reproducers of that time did; None when the
+    words say neither. New findings carry the field and never come here."""
+    if d.get("invariant") not in {i.value for i in TOKEN_INVARIANTS}:
+        return None
+
+    def allows(word: Any) -> bool | None:
+        w = f" {str(word).strip().lower()} "
+        if any(m in w for m in _MASK_WORDS):
+            return False
+        if any(a in w for a in _ALLOW_WORDS):
+            return True
+        return None
+
+    ref = allows(d.get("reference_verdict", ""))
+    if ref is None:
+        backend = allows(d.get("backend_verdict", ""))
+        ref = None if backend is None else not backend
+    return ref
 
 
 def _jsonable(value: Any) -> Any:

@@ -42,8 +42,10 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
     ``token_id``, ``token_bytes`` (bytes as ``{"hex", "text"}`` or null), ``backend_verdict``,
     ``reference_verdict``, ``message``, ``certificate`` (``witness``/``witness_ids``/``validated_by``
     for completeness, ``completion``/``validator_error`` for soundness, ``operations``/``observed``/
-    ``expected`` for serving invariants, ``invalid_instance`` for refusal), ``walk``,
-    ``occurrences``, ``repro`` (reproducer path relative to the report directory, or "").
+    ``expected`` for serving invariants, ``invalid_text`` + ``invalid_ids`` for refusal and invalid-instance soundness), ``walk``,
+    ``occurrences``, ``repro`` (reproducer path relative to the report directory, or ""),
+    ``reference_allows`` (for a finding about one token or EOS at one step: whether the reference
+    allows it; null otherwise).
 ``refusals`` (array)
     ``[{"spec": str, "tokenizer": str, "side": "backend" | "reference", "reason": str}]``.
 ``timings`` (object)
@@ -358,7 +360,8 @@ _CERT_ORDER = (
     "operations",
     "observed",
     "expected",
-    "invalid_instance",
+    "invalid_text",
+    "invalid_ids",
     "valid_instance",
 )
 

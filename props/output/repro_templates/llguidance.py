@@ -1,0 +1,171 @@
+# @template-only begin
+"""llguidance's section of a reproducer script (see __init__.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# @template-only end
+# -- llguidance, as props/backends/llguidance.py drives it --------------------------------------------
+import llguidance as llg
+
+# @template-only begin
+from llguidance._lib import JsonCompileOptions
+
+from props.output.repro_templates.common import (
+    OPTIONS,
+    EngineLike,
+    HistoryMatcher,
+    Refusal,
+    VocabInfo,
+    bits_to_ids,
+    encode,
+    gbnf_parts,
+)
+
+# @template-only end
+
+
+class ByteTokenizer:
+    """What llguidance.TokenizerWrapper expects: special ids as b"\\xff" + name; encode() is the
+    fewest-token segmentation (the adapter uses the vocabulary's own encode)."""
+
+    def __init__(self, vocab: VocabInfo) -> None:
+        self.vocab = vocab
+        self.eos_token_id = vocab["eos_ids"][0]
+        self.bos_token_id = None
+        self.tokens: list[bytes] = []
+        for i, data in enumerate(vocab["token_bytes"]):
+            if data is None:
+                data = b"\xff" + vocab["special_names"].get(i, f"<special_{i}>").encode("utf-8")
+            self.tokens.append(data)
+        self.special_token_ids = list(vocab["special_ids"])
+
+    def __call__(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError("this tokenizer takes str")
+        return encode(self.vocab, text.encode("utf-8"))
+
+
+class Engine:
+    def __init__(self, vocab: VocabInfo) -> None:
+        self.vocab = vocab
+        self.tokenizer = llg.LLTokenizer(
+            llg.TokenizerWrapper(ByteTokenizer(vocab)), eos_token=list(vocab["eos_ids"])
+        )
+        self.limits = llg.LLParserLimits(**OPTIONS["limits"]) if OPTIONS["limits"] else None
+
+    def grammar(self, spec: dict[str, Any]) -> str:
+        kind, source = spec["kind"], spec["source"]
+        if kind == "json_schema":
+            if source is False:
+                return str(llg.LLMatcher.grammar_from_json_schema("false"))
+            schema = {} if source is True else source
+            overrides: JsonCompileOptions = {
+                "whitespace_flexible": OPTIONS["whitespace_flexible"],
+                "json_allow_general_unicode_escapes": OPTIONS["general_unicode_escapes"],
+            }
+            return str(llg.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides))
+        if kind == "regex":
+            return str(llg.LLMatcher.grammar_from_regex(source))
+        if kind == "choice":
+            if not source:
+                raise Refusal("llguidance: an empty choice list has no grammar form")
+            return str(llg.grammar_from("choice", json.dumps(list(source))))
+        text, root = gbnf_parts(source)
+        if root != "root":
+            import re
+
+            if re.search(r"(?m)^\s*root\s*::=", text):
+                raise Refusal("llguidance: GBNF start rule must be 'root', and 'root' names another rule")
+            text = f"root ::= {root}\n{text}"
+        try:
+            return str(llg.grammar_from("gbnf", text))
+        except ValueError as e:
+            raise Refusal(f"llguidance: {e}") from e
+
+    def compile(self, spec: dict[str, Any]) -> str:
+        grammar = self.grammar(spec)
+        is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(
+            grammar, self.tokenizer, limits=self.limits
+        )
+        if is_error:
+            raise Refusal("llguidance: " + (messages[0] if messages else "grammar error"))
+        return grammar
+
+    def is_refusal(self, exc: Exception) -> bool:
+        return isinstance(exc, Refusal)
+
+    def matcher(self, grammar: str) -> Matcher:
+        native = llg.LLMatcher(self.tokenizer, grammar, log_level=OPTIONS["log_level"], limits=self.limits)
+        if native.is_error():
+            raise RuntimeError(f"llguidance LLMatcher(): {native.get_error()}")
+        return Matcher(self.vocab, native, [])
+
+
+class Matcher(HistoryMatcher):
+    def __init__(self, vocab: VocabInfo, native: llg.LLMatcher, ids: list[int]) -> None:
+        super().__init__(vocab, ids)
+        self.native = native
+
+    def check(self, operation: str) -> None:
+        if self.native.is_error():
+            raise RuntimeError(f"llguidance {operation}: {self.native.get_error()}")
+
+    def allowed_ids(self) -> list[int]:
+        if self.is_terminated():
+            return []
+        raw = bytes(self.native.compute_bitmask())
+        self.check("compute_bitmask")
+        words = [int.from_bytes(raw[i : i + 4], "little") for i in range(0, len(raw) - len(raw) % 4, 4)]
+        return bits_to_ids(words, self.vocab["size"])
+
+    def accept(self, t: int) -> bool:
+        # consume_token's verdict without entering llguidance's sticky error state (as the adapter)
+        if not self.can_take(t):
+            return False
+        n = self.native.validate_tokens([t])
+        self.check("validate_tokens")
+        if n >= 1:
+            if not self.native.consume_token(t):
+                raise RuntimeError(f"llguidance consume_token refused a token validate_tokens accepted: {t}")
+        else:
+            probe = self.native.deep_copy()
+            if not probe.consume_token(t):
+                return False
+            self.native = probe
+        self.ids.append(t)
+        return True
+
+    def is_accepting(self) -> bool:
+        return not self.is_terminated() and bool(self.native.is_accepting())
+
+    def undo(self, k: int) -> None:
+        if not self.native.rollback(k):
+            raise RuntimeError(f"llguidance rollback: {self.native.get_error()}")
+
+    def fork(self) -> Matcher:
+        return Matcher(self.vocab, self.native.deep_copy(), list(self.ids))
+
+    def forced_bytes(self) -> bytes:
+        if self.is_terminated():
+            return b""
+        out = bytes(self.native.compute_ff_bytes())
+        self.check("compute_ff_bytes")
+        return out
+
+    def validate(self, ids: list[int]) -> int:
+        if self.is_terminated():
+            return 0
+        n = int(self.native.validate_tokens(list(ids)))
+        self.check("validate_tokens")
+        return n
+
+
+# @template-only begin
+def _conforms(vocab: VocabInfo) -> EngineLike:
+    return Engine(vocab)
+
+
+# @template-only end
