@@ -193,6 +193,7 @@ _ONLY_BEGIN, _ONLY_END = "# @template-only begin", "# @template-only end"
 _BACKEND_LINE = "# @backend\n"
 _SUBSTITUTE = re.compile(r"(?P<name>[A-Z][A-Z0-9_]*)\b[^#\n]*#\s*@substitute\s+(?P<key>\w+)\s*")
 _DOC_FIELD = re.compile(r"\{(\w+)\}")
+_SOURCE = re.compile(r"# @source (?P<module>[\w.]+):(?P<names>\w+(?:,\w+)*)\n")
 
 
 def _backend_template(backend: str) -> str:
@@ -221,6 +222,9 @@ def _template(name: str) -> str:
             after_block = True
         elif skipping:
             continue
+        elif (m := _SOURCE.fullmatch(line.lstrip())) is not None:
+            out.append(_definitions(m.group("module"), m.group("names").split(",")))
+            after_block = False
         elif mark:
             out.append(line)
             after_block = False
@@ -229,6 +233,34 @@ def _template(name: str) -> str:
     if skipping:
         raise ReproError(f"template {name!r}", f"{_ONLY_END!r} after {_ONLY_BEGIN!r}")
     return "".join(out)
+
+
+def _definitions(module: str, names: list[str]) -> str:
+    """The source text of top-level definitions ``names`` (functions, classes, assignments) of
+    ``module``, read from its file without importing it: a reproducer runs the adapter's own code
+    for what both need (``# @source module:name,...`` in a template), so it exists once."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ReproError(f"# @source {module}", "an importable module with a source file")
+    text = Path(spec.origin).read_text(encoding="utf-8")
+    found: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        targets = (
+            [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            else [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign)
+            else [node.target.id] if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            else []
+        )  # fmt: skip
+        for name in targets:
+            if name in names:
+                found[name] = ast.get_source_segment(text, node) or ""
+    missing = [n for n in names if not found.get(n)]
+    if missing:
+        raise ReproError(f"# @source {module}:{','.join(names)}", f"top-level definitions of {missing}")
+    return "\n\n".join(found[n] for n in names) + "\n"
 
 
 def _fill_docstring(text: str, fields: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ from lmformatenforcer import (
 )
 
 # @template-only begin
+from props.backends.lmfe import _REFUSAL_PREFIXES
 from props.output.repro_templates.common import (
     OPTIONS,
     EngineLike,
@@ -30,13 +31,7 @@ from props.output.repro_templates.common import (
 )
 
 # @template-only end
-
-REFUSAL_PREFIXES = (
-    "Unsupported type",
-    "Unsupported enum type",
-    "No definitions found",
-    "JsonSchemaParser: Value schema is None",
-)
+# @source props.backends.lmfe:_REFUSAL_PREFIXES
 
 
 class Engine:
@@ -88,7 +83,7 @@ class Engine:
                 cls.__module__.startswith("interegular") and cls.__name__ in ("Unsupported", "InvalidSyntax")
             ):
                 return True
-        return type(exc) in (Exception, ValueError) and str(exc).startswith(REFUSAL_PREFIXES)
+        return type(exc) in (Exception, ValueError) and str(exc).startswith(_REFUSAL_PREFIXES)
 
     def matcher(self, enforcer: TokenEnforcer) -> Matcher:
         return Matcher(self.vocab, enforcer, [])

@@ -16,6 +16,7 @@ import outlines_core as oc
 from outlines_core.json_schema import build_regex_from_schema
 
 # @template-only begin
+from props.backends.outlines_core import _escape
 from props.output.repro_templates.common import (
     OPTIONS,
     EngineLike,
@@ -27,20 +28,7 @@ from props.output.repro_templates.common import (
 )
 
 # @template-only end
-
-META = set("\\.+*?()|[]{}^$#&-~")
-
-
-def escape(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in META:
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ch == "\x7f":
-            out.append(f"\\x{{{ord(ch):x}}}")
-        else:
-            out.append(ch)
-    return "".join(out)
+# @source props.backends.outlines_core:_META,_escape
 
 
 class Engine:
@@ -60,7 +48,7 @@ class Engine:
         if kind == "choice":
             if not source:
                 raise Refusal("outlines-core: an empty choice list has no regex form")
-            return "|".join(escape(o) for o in source)
+            return "|".join(_escape(o) for o in source)
         if kind == "json_schema":
             return str(
                 build_regex_from_schema(
