@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from refdecoder import Accepted, Matcher, TokenGrammar, VocabularyLike, token_trie
+from props.contract.backend import Refused
+from refdecoder import Accepted, JsonProfile, JsonSchema, Matcher, TokenGrammar, VocabularyLike, token_trie
 from refdecoder.errors import LimitExceeded, MaskcertError, SpecError, Unsupported
 
 __all__ = ["BenchCase", "load_cases", "run_mask_bench", "format_table", "summarize"]
@@ -81,100 +82,41 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
 # -- engines ---------------------------------------------------------------------------------------
 
 
+# Adapter options for timing: no compile cache and one thread for xgrammar (every schema compiles
+# afresh, as the reference does), no extra checks in the way (strict_mode off), no engine logging.
+_BENCH_OPTIONS: dict[str, dict[str, Any]] = {
+    "xgrammar": {"strict_mode": False, "max_threads": 1, "cache_enabled": False},
+    "llguidance": {"log_level": 0},
+}
+
+
 class _Engine:
-    name = ""
+    """A registered backend adapter (:mod:`props.backends`) driven for timing: the benchmark goes
+    through the same code that certify checks, not a copy of it."""
 
-    def compile(self, schema: Any) -> Any:  # returns a handle; raises on refusal
-        raise NotImplementedError
+    def __init__(self, name: str, vocab: VocabularyLike) -> None:
+        from props.backends import load_backend
 
-    def matcher(self, compiled: Any) -> Any:
-        raise NotImplementedError
-
-    def mask(self, matcher: Any) -> np.ndarray:
-        raise NotImplementedError
-
-    def accept(self, matcher: Any, token_id: int) -> bool:
-        raise NotImplementedError
-
-
-class _XGrammar(_Engine):
-    name = "xgrammar"
-
-    def __init__(self, vocab: VocabularyLike) -> None:
-        import xgrammar as xgr
-
-        self.xgr = xgr
-        size = len(vocab.token_bytes)
-        encoded = [b"" if b is None else b for b in vocab.token_bytes]  # empty = special for xgrammar
-        info = xgr.TokenizerInfo(
-            encoded, xgr.VocabType.RAW, vocab_size=size, stop_token_ids=sorted(vocab.eos_ids)
-        )
-        self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        self.bitmask = xgr.allocate_token_bitmask(1, size)
+        self.name = name
+        self.backend = load_backend(name, **_BENCH_OPTIONS.get(name, {}))
+        self.vocab = vocab
+        self.profile = JsonProfile(allow_duplicate_keys=True)
 
     def compile(self, schema: Any) -> Any:
-        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=True, strict_mode=False)
+        """The compiled handle; raises on a refusal (counted by the caller)."""
+        out = self.backend.compile(JsonSchema(schema, self.profile), self.vocab)
+        if isinstance(out, Refused):
+            raise ValueError(out.reason)
+        return out
 
     def matcher(self, compiled: Any) -> Any:
-        return self.xgr.GrammarMatcher(compiled)
+        return self.backend.matcher(compiled)
 
     def mask(self, matcher: Any) -> np.ndarray:
-        matcher.fill_next_token_bitmask(self.bitmask, 0)
-        return self.bitmask[0].numpy()
+        return np.asarray(matcher.mask())
 
     def accept(self, matcher: Any, token_id: int) -> bool:
-        return bool(matcher.accept_token(token_id))
-
-
-class _LLGuidance(_Engine):
-    name = "llguidance"
-
-    def __init__(self, vocab: VocabularyLike) -> None:
-        import llguidance
-        import llguidance.numpy as lln
-
-        self.llg = llguidance
-        self.lln = lln
-        size = len(vocab.token_bytes)
-        eos = sorted(vocab.eos_ids)
-        encode = getattr(vocab, "encode", None)
-
-        class _Wrapper:  # what llguidance.TokenizerWrapper reads
-            eos_token_id = eos[0]
-            bos_token_id = None
-            # llguidance marks special tokens with a leading 0xFF byte.
-            tokens = [b"\xff<special_%d>" % i if b is None else b for i, b in enumerate(vocab.token_bytes)]
-            special_token_ids = sorted(vocab.special_ids)
-
-            def __call__(self, s: str | bytes) -> list[int]:
-                text = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
-                return list(encode(text)) if encode is not None else []
-
-        self.tokenizer = llguidance.LLTokenizer(
-            llguidance.TokenizerWrapper(_Wrapper()), n_vocab=size, eos_token=eos
-        )
-        self.bitmask = lln.allocate_token_bitmask(1, size)
-        self.options: Any = {"whitespace_flexible": True, "json_allow_general_unicode_escapes": True}
-
-    def compile(self, schema: Any) -> Any:
-        grammar = self.llg.LLMatcher.grammar_from_json_schema(schema, defaults=self.options)
-        probe = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
-        if probe.is_error():
-            raise ValueError(probe.get_error())
-        return grammar
-
-    def matcher(self, compiled: Any) -> Any:
-        return self.llg.LLMatcher(self.tokenizer, compiled, log_level=0)
-
-    def mask(self, matcher: Any) -> np.ndarray:
-        self.lln.fill_next_token_bitmask(matcher, self.bitmask, 0)
-        return self.bitmask[0]
-
-    def accept(self, matcher: Any, token_id: int) -> bool:
-        return bool(matcher.consume_token(token_id))
-
-
-_ENGINES = {"xgrammar": _XGrammar, "llguidance": _LLGuidance}
+        return isinstance(matcher.accept(token_id), Accepted)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -252,7 +194,7 @@ def _start_engines(
     for name in engines:
         t0 = time.perf_counter()
         try:
-            live[name] = _ENGINES[name](vocab)
+            live[name] = _Engine(name, vocab)
         except Exception as e:  # noqa: BLE001 - a missing/broken engine is reported, not fatal
             engine_errors[name] = repr(e)[:200]
         engine_setup_s[name] = time.perf_counter() - t0
