@@ -354,6 +354,7 @@ def test_worker_proxies_the_reference(byte_vocab: tm.Vocabulary) -> None:
         assert (w.name, w.version, w.profile) == (local.name, local.version, local.profile)
         compiled = w.compile(spec, byte_vocab)
         assert isinstance(compiled, Compiled)
+        assert w.first_mask_ms(compiled) > 0  # timed in the worker
         assert isinstance(w.compile(Regex("(a)\\1"), byte_vocab), Refused)
         m, ref = w.matcher(compiled), local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
         assert isinstance(m, BackendMatcher)
@@ -389,8 +390,11 @@ def test_worker_turns_hang_crash_and_memory_into_outcomes(byte_vocab: tm.Vocabul
             w.compile(Choice(["@hang"]), byte_vocab)
         assert hang.value.kind == "limits" and hang.value.operation == "compile"
         assert hang.value.timeout_s == 1.5  # the hang was cut by compile_timeout_s, not a longer bound
+        assert not w.alive
         with pytest.raises(WorkerCrashed, match="stale handle"):
             m.mask()
+        with pytest.raises(WorkerCrashed, match="stale handle"):
+            w.first_mask_ms(good)
 
         again = w.compile(Choice(["ok"]), byte_vocab)  # a fresh worker
         assert isinstance(again, Compiled) and w.generation == 2

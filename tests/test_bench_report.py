@@ -1,13 +1,20 @@
-"""The gathered benchmark report (``maskcert bench all``) on small synthetic part results: no timing."""
+"""The gathered benchmark report (``maskcert bench all``) on small synthetic part results: no timing;
+and ``maskcert bench compile``'s outcomes through the worker process, on a toy backend."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from maskcert.bench.compile import run_compile_bench
 from maskcert.bench.report import PARTS, format_markdown, gather
+from props.backends.reference import ReferenceBackend
 
 
 def _summary(median: float) -> dict[str, float]:
@@ -153,3 +160,50 @@ def test_reference_only_sampler_has_no_ratio() -> None:
     assert g["engines"] == []
     assert all(not r["engines"] for r in g["rows"])
     assert "ratio" not in format_markdown(g).split("| part | measure")[1].splitlines()[0]
+
+
+class HangsOrDies(ReferenceBackend):
+    """The reference, except that a schema described ``hang`` hangs and one described ``abort`` aborts."""
+
+    name = "hangs-or-dies"
+
+    def compile(self, spec: Any, vocabulary: Any) -> Any:
+        what = spec.schema.get("description") if isinstance(getattr(spec, "schema", None), dict) else None
+        if what == "hang":
+            time.sleep(3600)
+        elif what == "abort":
+            os.abort()
+        return super().compile(spec, vocabulary)
+
+
+def test_compile_bench_outcomes_through_the_worker(tmp_path: Path) -> None:
+    schemas = {"a": {"type": "integer"}, "b": {"description": "hang"}, "c": {"type": "string"},
+               "d": {"description": "abort"}, "e": {"allOf": [{"contains": {"type": "integer"}},
+                                                               {"contains": {"type": "string"}}]}}  # fmt: skip
+    (tmp_path / "cat").mkdir()
+    for name, schema in schemas.items():
+        (tmp_path / "cat" / f"{name}.json").write_text(json.dumps({"schema": schema}))
+    toy = f"{HangsOrDies.__module__}:HangsOrDies"
+    unknown = "maskcert_no_such_module:B"
+    result = run_compile_bench("byte", tmp_path, None, backends=[toy, unknown], timeout_s=1.5)
+
+    ref = result["reference"]
+    assert {n: r["status"] for n, r in ref["schemas"].items()} == {
+        "cat/a": "compiled", "cat/b": "compiled", "cat/c": "compiled", "cat/d": "compiled", "cat/e": "refused",
+    }  # fmt: skip
+    a = ref["schemas"]["cat/a"]
+    assert a["compile_ms"] > 0 and a["first_mask_ms"] > 0
+    assert a["ready_ms"] == a["compile_ms"] + a["first_mask_ms"]
+    engine = result["engines"][toy]
+    assert {n: r["status"] for n, r in engine["schemas"].items()} == {
+        "cat/a": "compiled", "cat/b": "timeout", "cat/c": "compiled", "cat/d": "error", "cat/e": "refused",
+    }  # fmt: skip
+    assert engine["schemas"]["cat/b"]["note"] == "over 1.5s"
+    assert engine["schemas"]["cat/d"]["note"].startswith("worker died (exit -6)")  # SIGABRT
+    assert (engine["compiled"], engine["timeouts"], engine["errors"], engine["refused"]) == (2, 1, 1, 1)
+    assert engine["restarts"] == 2 and engine["paired"] == 2  # a fresh worker after the hang and the abort
+    assert "BackendUnavailable" in result["unavailable"][unknown]
+
+    g = gather({"compile": result})
+    assert g["status"]["compile"] == "ok"
+    assert any("timed out on 1 and raised on 1" in note for note in g["notes"])

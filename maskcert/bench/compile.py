@@ -9,13 +9,15 @@ Because the split between compile and first mask differs by engine, each schema 
 *first mask* (``matcher()`` and one ``mask()`` after the compile); ``ready`` is the two together, the
 latency a request actually waits for before its first constrained step.
 
-Theory of operation. Each backend runs in its own worker process (``spawn``), which loads the
-vocabulary, builds the backend and warms it with a one-line schema (per-vocabulary set-up: tokenizer
-info, compilers — timed apart as ``setup_s``). The parent sends one schema at a time and waits at most
-``timeout_s``; a compile that runs past it (outlines-core's DFA construction can take minutes) is
-killed with its worker, counted as a timeout, and a fresh worker takes the next schema. The backends
-run one after another, never together, so they do not share the CPU. ``xgrammar`` runs with its
-compile cache off and one thread, as the reference does.
+Theory of operation. Each backend runs in its own :class:`props.backends.worker.WorkerBackend`
+worker process, which builds the backend and is warmed with a one-line schema (per-vocabulary set-up:
+tokenizer info, compilers — timed apart as ``setup_s``). One schema at a time is compiled there and
+its first mask taken; both are timed in the worker (``Compiled.compile_ms`` and
+``WorkerBackend.first_mask_ms``), so the pipe is not counted. Each waits at most ``timeout_s``; a
+compile that runs past it (outlines-core's DFA construction can take minutes) is killed with its
+worker, counted as a timeout, and a fresh, warmed worker takes the next schema, as after a crash. The
+backends run one after another, never together, so they do not share the CPU. ``xgrammar`` runs with
+its compile cache off and one thread, as the reference does.
 
 Outcomes per schema: ``compiled``, ``refused`` (the adapter's typed ``Refused``), ``timeout``, or
 ``error`` (any other exception: for a third-party engine a finding for ``maskcert certify``).
@@ -25,19 +27,22 @@ reference is slower), as ``maskcert bench masks`` reports its steps.
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import tokenizers_matrix
 from maskcert.bench.masks import BenchCase, load_cases
 from props.backends import ENGINES
+from props.backends.worker import RemoteError, WorkerBackend, WorkerCrashed, WorkerError, WorkerTimeout
+from props.contract.backend import Compiled
+from refdecoder import JsonProfile, JsonSchema
+from refdecoder.errors import MaskcertError
+from tokenizers_matrix import Vocabulary
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_OPTIONS", "run_compile_bench", "format_table", "summarize"]
 
@@ -60,199 +65,118 @@ def summarize(ms: Sequence[float]) -> dict[str, float]:
     }
 
 
-# -- the worker (one backend, one vocabulary) ------------------------------------------------------
+# -- one backend -----------------------------------------------------------------------------------
 
 
-def _load_vocabulary(ref: str) -> Any:
-    import tokenizers_matrix
+def _last_line(log: str) -> str:
+    lines = log.strip().splitlines()
+    return f": {lines[-1][:200]}" if lines else ""
 
-    return tokenizers_matrix.resolve(ref)
+
+def _note(e: Exception, limit: int = 160) -> str:
+    """What a schema's record says about an exception from the worker."""
+    if isinstance(e, WorkerTimeout):
+        return f"over {e.timeout_s:g}s"
+    if isinstance(e, WorkerCrashed):
+        return f"worker died (exit {e.returncode}){_last_line(e.log_tail)}"
+    if isinstance(e, RemoteError):
+        return f"{e.type_name}: {e.message[:limit]}"
+    return f"{type(e).__name__}: {str(e)[:limit]}"
 
 
-def _compile_one(backend: Any, vocab: Any, schema: Any, profile: Any) -> tuple[Any, ...]:
-    from props.contract.backend import Compiled
-    from refdecoder import JsonSchema
+def _setup_failure(e: Exception) -> str:
+    """Why a worker could not be set up (the backend's ``unavailable`` entry)."""
+    if isinstance(e, WorkerTimeout):
+        return f"set-up took over {e.timeout_s:.0f}s"
+    if isinstance(e, WorkerCrashed):
+        return f"worker died during set-up (exit {e.returncode}){_last_line(e.log_tail)}"
+    return _note(e, 200)
 
+
+def _warm(
+    worker: WorkerBackend, vocabulary: Vocabulary, profile: JsonProfile, setup_timeout_s: float
+) -> None:
+    """Compile a one-line schema and take its first mask, so that the per-vocabulary set-up (tokenizer
+    info, compilers) is not charged to the first measured schema. Bounded by ``setup_timeout_s``; a
+    hang or a crash is raised, any other failure ignored (the schemas will show it)."""
+    limits = worker.timeout_s, worker.compile_timeout_s
+    worker.timeout_s = worker.compile_timeout_s = setup_timeout_s
     try:
-        spec = JsonSchema(schema, profile)
-        t0 = time.perf_counter()
-        outcome = backend.compile(spec, vocab)
-        t1 = time.perf_counter()
+        outcome = worker.compile(JsonSchema(_WARM_SCHEMA, profile), vocabulary)
+        if isinstance(outcome, Compiled):
+            worker.first_mask_ms(outcome)
+    except Exception as e:  # noqa: BLE001 - only a dead worker stops the set-up
+        if isinstance(e, (WorkerTimeout, WorkerCrashed)):
+            raise
+    finally:
+        worker.timeout_s, worker.compile_timeout_s = limits
+
+
+def _measure(
+    worker: WorkerBackend, schema: Any, vocabulary: Vocabulary, profile: JsonProfile
+) -> dict[str, Any]:
+    """One schema's record: compile and first-mask times (both timed in the worker), or why not."""
+    try:
+        outcome = worker.compile(JsonSchema(schema, profile), vocabulary)
         if not isinstance(outcome, Compiled):
-            return ("refused", (t1 - t0) * 1e3, str(getattr(outcome, "reason", outcome))[:200])
-        backend.matcher(outcome).mask()
-        t2 = time.perf_counter()
+            return {"status": "refused", "note": str(outcome.reason)[:200]}
+        first = worker.first_mask_ms(outcome)
+    except WorkerTimeout as e:
+        return {"status": "timeout", "note": _note(e)}
     except Exception as e:  # noqa: BLE001 - reported as an outcome: any other exception is a finding
-        return ("error", 0.0, f"{type(e).__name__}: {str(e)[:160]}")
-    return ("compiled", (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-
-
-def _worker(conn: _Duplex, vocab_ref: str, name: str, options: dict[str, Any]) -> None:
-    from props.backends import load_backend
-    from refdecoder import JsonProfile
-
-    try:
-        t0 = time.perf_counter()
-        vocab = _load_vocabulary(vocab_ref)
-        backend = load_backend(name, **options)
-        profile = JsonProfile(allow_duplicate_keys=True)
-        _compile_one(backend, vocab, _WARM_SCHEMA, profile)
-        conn.send(("ready", time.perf_counter() - t0, str(getattr(backend, "version", ""))))
-    except Exception as e:  # noqa: BLE001 - a missing or broken engine is reported, not fatal
-        conn.send(("unavailable", f"{type(e).__name__}: {str(e)[:200]}", ""))
-        return
-    while True:
-        schema = conn.recv()
-        if schema is None:
-            return
-        conn.send(_compile_one(backend, vocab, schema, profile))
-
-
-def _serve(read_fd: int, write_fd: int, vocab_ref: str, name: str, options_json: str) -> None:
-    """The worker's entry point (``python -c``): serve one backend over the two pipe ends."""
-    import json
-
-    conn = _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
-    _worker(conn, vocab_ref, name, json.loads(options_json))
-
-
-class _Duplex:
-    """Two one-way connections as one (``send``/``recv``/``poll``)."""
-
-    def __init__(self, reader: Connection, writer: Connection) -> None:
-        self.reader, self.writer = reader, writer
-
-    def send(self, obj: Any) -> None:
-        self.writer.send(obj)
-
-    def recv(self) -> Any:
-        return self.reader.recv()
-
-    def poll(self, timeout: float) -> bool:
-        return self.reader.poll(timeout)
-
-    def close(self) -> None:
-        self.reader.close()
-        self.writer.close()
-
-
-class _Worker:
-    """A worker process for one backend, and the pipes to it. A fresh interpreter (not ``fork``: torch's
-    thread pools do not survive it; not ``multiprocessing`` spawn: it re-imports the caller's script)."""
-
-    def __init__(self, vocab_ref: str, name: str, options: Mapping[str, Any], setup_timeout_s: float) -> None:
-        import json
-        import os
-        import sys
-
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        code = (
-            "import sys; from maskcert.bench.compile import _serve; "
-            "_serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])"
-        )
-        # The engines' warnings go here; its last line explains a dead worker. Closed in close().
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        argv = [str(to_child_r), str(from_child_w), vocab_ref, name, json.dumps(dict(options))]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, *argv],
-            pass_fds=(to_child_r, from_child_w),
-            stdout=subprocess.DEVNULL,
-            stderr=self.stderr,
-        )
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self.conn = _Duplex(Connection(from_child_r, writable=False), Connection(to_child_w, readable=False))
-        self.hello: tuple[str, Any, str]
-        if not self.conn.poll(setup_timeout_s):
-            self.close(kill=True)
-            self.hello = ("unavailable", f"set-up took over {setup_timeout_s:.0f}s", "")
-            return
-        try:
-            self.hello = tuple(self.conn.recv())
-        except EOFError:
-            self.hello = ("unavailable", f"worker died during set-up (exit {self.proc.wait()}){self.tail()}", "")
-
-    def tail(self) -> str:
-        self.stderr.seek(0)
-        lines = self.stderr.read().decode("utf-8", "replace").strip().splitlines()
-        return f": {lines[-1][:200]}" if lines else ""
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def compile(self, schema: Any, timeout_s: float) -> tuple[Any, ...]:
-        self.conn.send(schema)
-        if not self.conn.poll(timeout_s):
-            return ("timeout", timeout_s * 1e3, f"over {timeout_s:g}s")
-        try:
-            return tuple(self.conn.recv())
-        except EOFError:
-            return ("error", 0.0, f"worker died (exit {self.proc.wait()}){self.tail()}")
-
-    def close(self, kill: bool = False) -> None:
-        if self.alive() and not kill:
-            try:
-                self.conn.send(None)
-                self.proc.wait(2)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self.alive():
-            self.proc.kill()
-        self.proc.wait()
-        self.conn.close()
-        self.stderr.close()
-
-
-# -- the run ---------------------------------------------------------------------------------------
+        return {"status": "error", "note": _note(e)}
+    ms = outcome.compile_ms
+    return {"status": "compiled", "compile_ms": ms, "first_mask_ms": first, "ready_ms": ms + first}
 
 
 def _run_backend(
-    vocab_ref: str,
+    vocabulary: Vocabulary,
     name: str,
     options: Mapping[str, Any],
     cases: Sequence[BenchCase],
     timeout_s: float,
     setup_timeout_s: float,
 ) -> dict[str, Any]:
-    first = _Worker(vocab_ref, name, options, setup_timeout_s)
-    if first.hello[0] != "ready":
-        first.close()
-        return {"unavailable": first.hello[1]}
-    setup_s, version = float(first.hello[1]), first.hello[2]
-    worker: _Worker | None = first
+    profile = JsonProfile(allow_duplicate_keys=True)
+    t0 = time.perf_counter()
+    try:  # no memory limit: a compile is measured here, not policed
+        worker = WorkerBackend(
+            name,
+            options=dict(options),
+            timeout_s=timeout_s,
+            compile_timeout_s=timeout_s,
+            memory_mb=0,
+            start_timeout_s=setup_timeout_s,
+        )
+    except Exception as e:  # noqa: BLE001 - a missing or broken engine is reported, not fatal
+        return {"unavailable": _setup_failure(e)}
     per_schema: dict[str, dict[str, Any]] = {}
-    restarts = 0
     try:
+        try:
+            _warm(worker, vocabulary, profile, setup_timeout_s)
+        except WorkerError as e:
+            return {"unavailable": _setup_failure(e)}
+        setup_s = time.perf_counter() - t0
         for case in cases:
-            if worker is None:
-                fresh = _Worker(vocab_ref, name, options, setup_timeout_s)
-                restarts += 1
-                if fresh.hello[0] != "ready":
-                    fresh.close()
-                    per_schema[case.name] = {"status": "error", "note": f"restart failed: {fresh.hello[1]}"}
+            if not worker.alive:  # killed after a timeout, or dead: a fresh, warmed worker
+                try:
+                    worker.restart()
+                    _warm(worker, vocabulary, profile, setup_timeout_s)
+                except Exception as e:  # noqa: BLE001 - the schema is an error; the next one tries again
+                    worker.close()
+                    note = f"restart failed: {_setup_failure(e)}"
+                    per_schema[case.name] = {"status": "error", "note": note}
                     continue
-                worker = fresh
-            status, ms, extra = worker.compile(case.schema, timeout_s)
-            rec: dict[str, Any] = {"status": status}
-            if status == "compiled":
-                rec.update(compile_ms=ms, first_mask_ms=extra, ready_ms=ms + extra)
-            else:
-                rec["note"] = extra
-            per_schema[case.name] = rec
-            if status == "timeout" or not worker.alive():  # a killed or dead worker is replaced
-                worker.close(kill=status == "timeout")
-                worker = None
+            per_schema[case.name] = _measure(worker, case.schema, vocabulary, profile)
     finally:
-        if worker is not None:
-            worker.close()
+        worker.close()
     counts = Counter(r["status"] for r in per_schema.values())
     done = [r for r in per_schema.values() if r["status"] == "compiled"]
     return {
-        "version": version,
+        "version": worker.version,
         "options": dict(options),
         "setup_s": setup_s,
-        "restarts": restarts,
+        "restarts": worker.restarts,
         "compiled": counts["compiled"],
         "refused": counts["refused"],
         "timeouts": counts["timeout"],
@@ -273,7 +197,9 @@ def _run_backend(
 def _ratio(reference: dict[str, Any], engine: dict[str, Any], key: str) -> tuple[float | None, int]:
     """reference median / engine median of ``key`` over the schemas both compiled, and their number."""
     ref, eng = reference["schemas"], engine["schemas"]
-    both = [n for n, r in ref.items() if r["status"] == "compiled" and eng.get(n, {}).get("status") == "compiled"]
+    both = [
+        n for n, r in ref.items() if r["status"] == "compiled" and eng.get(n, {}).get("status") == "compiled"
+    ]
     if not both:
         return None, 0
     r = float(np.median([ref[n][key] for n in both]))
@@ -294,7 +220,7 @@ def run_compile_bench(
 ) -> dict[str, Any]:
     """Time ``Backend.compile`` (and the first mask) for each schema on the reference and ``backends``.
 
-    ``vocab`` is a ``tokenizers_matrix`` name or a tokenizer file (each worker process loads it).
+    ``vocab`` is a ``tokenizers_matrix`` name or a tokenizer file (loaded here, sent to each worker).
     Returns a JSON-serializable dict: ``vocab``, ``schemas`` (how many), ``timeout_s``, ``reference``
     and ``engines`` (per backend: counts, ``compile``/``first_mask``/``ready`` summaries, per-schema
     records, ``ratio_compile``/``ratio_ready`` with ``paired``: the number of schemas both compiled),
@@ -302,15 +228,16 @@ def run_compile_bench(
     """
     start = time.perf_counter()
     cases = load_cases(schemas_dir, limit, categories)
-    reference = _run_backend(vocab, "reference", options.get("reference", {}), cases, timeout_s, setup_timeout_s)
+    vocabulary = tokenizers_matrix.resolve(vocab)
+    reference = _run_backend(
+        vocabulary, "reference", options.get("reference", {}), cases, timeout_s, setup_timeout_s
+    )
     if "unavailable" in reference:
-        from refdecoder.errors import MaskcertError
-
         raise MaskcertError(f"bench compile: the reference could not start: {reference['unavailable']}")
     engines: dict[str, dict[str, Any]] = {}
     unavailable: dict[str, str] = {}
     for name in backends:
-        rec = _run_backend(vocab, name, options.get(name, {}), cases, timeout_s, setup_timeout_s)
+        rec = _run_backend(vocabulary, name, options.get(name, {}), cases, timeout_s, setup_timeout_s)
         if "unavailable" in rec:
             unavailable[name] = rec["unavailable"]
             continue

@@ -2,12 +2,14 @@
 finding, and the run goes on (docs/design.md §4.12, issue 6 "Backends").
 
 Theory of operation. :class:`WorkerBackend` implements the ``Backend`` protocol by proxy. It starts
-``python -c <boot>`` with two pipes (``multiprocessing.connection.Connection`` framing over
-inherited file descriptors; the child's stdout and stderr go to an anonymous log file, so a backend
-that prints cannot corrupt the protocol and a crash report can quote its last words). The child
-sets ``RLIMIT_AS`` to ``memory_mb``, loads the adapter with :func:`props.backends.load_backend`, and
-answers one request at a time. Compiled grammars and matchers live in the child; the parent holds
-integer handles tagged with the worker's *generation*.
+``python -m props.backends._worker_main`` with two pipes (``multiprocessing.connection.Connection``
+framing over inherited file descriptors; the child's stdout and stderr go to an anonymous log file,
+so a backend that prints cannot corrupt the protocol and a crash report can quote its last words).
+The child imports from the parent's ``sys.path`` (passed in the environment), so a ``module:Class``
+adapter the parent can import loads there too. It sets ``RLIMIT_AS`` to ``memory_mb``, loads the
+adapter with :func:`props.backends.load_backend`, and answers one request at a time. Compiled
+grammars and matchers live in the child; the parent holds integer handles tagged with the worker's
+*generation*.
 
 Every call waits at most its timeout. Then:
 
@@ -158,14 +160,6 @@ class RemoteHandle:
 
 
 # -- the child -------------------------------------------------------------------------------------
-_BOOT = (
-    "import json, os, sys\n"
-    "sys.path[:0] = json.loads(os.environ['MASKCERT_WORKER_SYS_PATH'])\n"
-    "from props.backends.worker import _child_main\n"
-    "_child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))\n"
-)
-
-
 class _Child:
     """The worker's side: tables of compiled grammars, matchers and vocabularies."""
 
@@ -200,6 +194,11 @@ class _Child:
         if op == "matcher":
             (cid,) = args
             return self._register(self.backend.matcher(self.compiled[cid]))
+        if op == "first_mask":  # timed here, so that the mask's trip through the pipe is not counted
+            (cid,) = args
+            t0 = time.perf_counter()
+            self.backend.matcher(self.compiled[cid]).mask()
+            return (time.perf_counter() - t0) * 1000
         if op == "call":
             mid, method, margs = args
             m = self.matchers[mid]
@@ -290,11 +289,22 @@ class _Process:
         child_r, parent_w = os.pipe()
         # the child's stdout and stderr; closed by close()
         self.log: IO[bytes] = tempfile.TemporaryFile(prefix="maskcert-worker-")  # noqa: SIM115
+        # The child imports what the parent imports: PYTHONPATH lets ``-m`` find ``props`` (maskcert
+        # need not be installed), and _worker_main puts the parent's sys.path first, in its order.
+        path = [p for p in sys.path if isinstance(p, str)]
         env = dict(os.environ)
-        env["MASKCERT_WORKER_SYS_PATH"] = json.dumps([p for p in sys.path if isinstance(p, str)])
+        env["MASKCERT_WORKER_SYS_PATH"] = json.dumps(path)
+        env["PYTHONPATH"] = os.pathsep.join(path)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, str(child_r), str(child_w), str(memory_mb)],
+                [
+                    sys.executable,
+                    "-m",
+                    "props.backends._worker_main",
+                    str(child_r),
+                    str(child_w),
+                    str(memory_mb),
+                ],
                 pass_fds=(child_r, child_w),
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
@@ -416,6 +426,12 @@ class WorkerBackend:
         self.close()
 
     @property
+    def alive(self) -> bool:
+        """Whether a worker is running (false after a timeout or a crash, until the next start)."""
+        proc = self._box[0]
+        return proc is not None and proc.alive()
+
+    @property
     def pid(self) -> int | None:
         proc = self._box[0]
         return None if proc is None else proc.proc.pid
@@ -504,7 +520,7 @@ class WorkerBackend:
     def compile(self, spec: Any, vocabulary: Vocabulary) -> CompileOutcome:
         """Compile in the worker (starting a new one if the last died). Refusals are values."""
         with self._lock:
-            if self._box[0] is None or not self._box[0].alive():
+            if not self.alive:
                 self.restart()
             key = str(vocabulary.fingerprint)
             payload = None if key in self._sent_vocabularies else vocabulary
@@ -519,13 +535,29 @@ class WorkerBackend:
             return compiled
 
     def matcher(self, compiled: Compiled) -> WorkerMatcher:
-        handle = compiled.handle
-        if not isinstance(handle, RemoteHandle):
-            raise StateError("WorkerBackend.matcher needs a Compiled returned by this WorkerBackend.compile")
+        handle = _remote_handle(compiled, "matcher")
         with self._lock:
             self._check_generation(handle.generation, "matcher")
             mid, optional = self._call("matcher", (handle.id,), self.timeout_s)
             return WorkerMatcher(self, handle.generation, mid, optional)
+
+    # -- beyond the protocol ----------------------------------------------------------------------
+    def first_mask_ms(self, compiled: Compiled) -> float:
+        """Milliseconds the worker takes to make a matcher for ``compiled`` and compute its first
+        mask (the latency to the first constrained step after a compile), timed in the worker so
+        that the mask's trip through the pipe is not counted. The matcher is not kept. Bounded by
+        ``timeout_s``: a hang raises :class:`WorkerTimeout`, like any other call."""
+        handle = _remote_handle(compiled, "first_mask_ms")
+        with self._lock:
+            self._check_generation(handle.generation, "first_mask")
+            return float(self._call("first_mask", (handle.id,), self.timeout_s))
+
+
+def _remote_handle(compiled: Compiled, method: str) -> RemoteHandle:
+    handle = compiled.handle
+    if not isinstance(handle, RemoteHandle):
+        raise StateError(f"WorkerBackend.{method} needs a Compiled returned by this WorkerBackend.compile")
+    return handle
 
 
 class WorkerMatcher:
