@@ -85,7 +85,16 @@ from refdecoder import JsonProfile
 from refdecoder import Matcher as RefMatcher
 from refdecoder.errors import MaskcertError
 
-__all__ = ["certify", "certify_case", "load_vocabularies", "CaseResult", "Report", "CertifyError", "declared_restrictions", "resolve_backend"]
+__all__ = [
+    "certify",
+    "certify_case",
+    "load_vocabularies",
+    "CaseResult",
+    "Report",
+    "CertifyError",
+    "declared_restrictions",
+    "resolve_backend",
+]
 
 VERSION = "0.1.0"
 
@@ -143,11 +152,18 @@ def _run_search(prop: Property, examples: int, seed: int, t: Target) -> list[Fin
     except Unsatisfiable:
         return []  # nothing to draw from (e.g. a spec given without instances): nothing checked here
     except (FlakyFailure, FlakyStrategyDefinition) as e:
-        return [t.finding(Invariant.DETERMINISM, (), backend_verdict="different outcomes on replay",
-                          reference_verdict="the same outcome every time",
-                          message=f"{prop.name}: the backend behaved differently when Hypothesis replayed the same "
-                                  f"example ({type(e).__name__})",
-                          certificate={"hypothesis": str(e)[:2000]}, walk=prop.name)]  # fmt: skip
+        return [
+            t.finding(
+                Invariant.DETERMINISM,
+                (),
+                backend_verdict="different outcomes on replay",
+                reference_verdict="the same outcome every time",
+                message=f"{prop.name}: the backend behaved differently when Hypothesis replayed the same "
+                f"example ({type(e).__name__})",
+                certificate={"hypothesis": str(e)[:2000]},
+                walk=prop.name,
+            )
+        ]
     return []
 
 
@@ -168,7 +184,9 @@ def _generated(t: Target, rng: random.Random, steps: int = 10) -> bytes | None:
     if why == UNDECIDED:
         return None  # Target.validate has noted it
     if why is not None:
-        t.self_check.append(f"{t.spec.name}: reference-generated {data!r} rejected by {t.validator_name()}: {why}")
+        t.self_check.append(
+            f"{t.spec.name}: reference-generated {data!r} rejected by {t.validator_name()}: {why}"
+        )
         return None
     return data
 
@@ -207,8 +225,16 @@ def certify_case(
     return result
 
 
-def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples: int, strings: int,
-                  deadline: float | None, result: CaseResult) -> None:  # fmt: skip
+def _check_target(
+    t: Target,
+    case: Case,
+    rng: random.Random,
+    seed: int,
+    examples: int,
+    strings: int,
+    deadline: float | None,
+    result: CaseResult,
+) -> None:
     def out_of_time() -> bool:
         return deadline is not None and time.monotonic() > deadline
 
@@ -245,11 +271,17 @@ def _check_target(t: Target, case: Case, rng: random.Random, seed: int, examples
     result.findings += _run_search(adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t)
     if out_of_time():
         return
-    result.findings += _run_search(Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t)
+    result.findings += _run_search(
+        Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t
+    )
 
 
 def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float) -> CaseResult:
-    status = {"reference": "refused_by_reference", "backend": "refused_by_backend", "both": "refused_by_both"}[nc.side]
+    status = {
+        "reference": "refused_by_reference",
+        "backend": "refused_by_backend",
+        "both": "refused_by_both",
+    }[nc.side]
     result = CaseResult(case.name, vocab.name, status if not nc.findings else "failed")
     result.findings += nc.findings
     if nc.findings:
@@ -313,11 +345,23 @@ def declared_restrictions(profile: DeclaredProfile) -> list[dict[str, Any]]:
         if v != plain[k]
     ]
     if profile.canonical_tokenization_only:
-        out.append({"option": "canonical_tokenization_only", "value": True, "default": False,
-                    "meaning": "only the tokenizer's own encoding of a valid string is promised to pass"})  # fmt: skip
+        out.append(
+            {
+                "option": "canonical_tokenization_only",
+                "value": True,
+                "default": False,
+                "meaning": "only the tokenizer's own encoding of a valid string is promised to pass",
+            }
+        )
     if profile.jump_forward_prefix_ok:
-        out.append({"option": "jump_forward_prefix_ok", "value": True, "default": False,
-                    "meaning": "forced bytes may stop short of the whole unique continuation"})  # fmt: skip
+        out.append(
+            {
+                "option": "jump_forward_prefix_ok",
+                "value": True,
+                "default": False,
+                "meaning": "forced bytes may stop short of the whole unique continuation",
+            }
+        )
     return out
 
 
@@ -328,8 +372,9 @@ def load_vocabularies(tokenizers: Sequence[Any]) -> list[Any]:
     return [tm.resolve(tok) if isinstance(tok, str) else tok for tok in tokenizers]
 
 
-def _cases(corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequence[str],
-           gbnfs: Sequence[str | Path]) -> tuple[list[Case], list[dict[str, Any]]]:  # fmt: skip
+def _cases(
+    corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequence[str], gbnfs: Sequence[str | Path]
+) -> tuple[list[Case], list[dict[str, Any]]]:
     cases: list[Case] = []
     described: list[dict[str, Any]] = []
     for name in corpus:
@@ -390,11 +435,15 @@ def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> C
         import traceback
 
         result = CaseResult(case.name, vocab.name, "internal_error")
-        result.internal_error = f"{case.name} / {vocab.name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+        result.internal_error = (
+            f"{case.name} / {vocab.name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"
+        )
         return result
 
 
-def _shard(job: tuple[Any, dict[str, Any], bool | None, list[Case], list[Any], dict[str, Any]]) -> list[CaseResult]:
+def _shard(
+    job: tuple[Any, dict[str, Any], bool | None, list[Case], list[Any], dict[str, Any]],
+) -> list[CaseResult]:
     """A worker process's share: its own backend, its (case, vocabulary) pairs."""
     backend_name, options, isolate, cases, vocabs, kw = job
     backend = resolve_backend(backend_name, options, isolate)
@@ -440,7 +489,9 @@ def certify(
         described.append({"name": "given", "specs": len(cases)})
     cases = [*loaded, *cases]
     if not cases:
-        raise CertifyError("nothing to certify: the corpus is empty (give --corpus, --schema, --regex or --gbnf)")
+        raise CertifyError(
+            "nothing to certify: the corpus is empty (give --corpus, --schema, --regex or --gbnf)"
+        )
     options = dict(backend_options or {})
     show = sys.stderr.isatty() if progress is None else progress
     kw = {"seed": seed, "examples": examples, "strings": strings, "deadline": deadline}
@@ -448,7 +499,9 @@ def certify(
     complete = True
     if workers > 1:
         if not isinstance(backend, str):
-            raise CertifyError("workers > 1 needs the backend as a name or 'module:Class' (each worker builds its own)")
+            raise CertifyError(
+                "workers > 1 needs the backend as a name or 'module:Class' (each worker builds its own)"
+            )
         shards = [(backend, options, isolate, cases[i::workers], vocabs, kw) for i in range(workers)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for part in pool.map(_shard, shards):
@@ -468,12 +521,18 @@ def certify(
                 done += 1
                 if show:
                     n = sum(len(r.findings) for r in results)
-                    print(f"\r[{done}/{total}] {v.name} {c.name[:40]:<40} findings so far: {n}", end="", file=sys.stderr)
+                    print(
+                        f"\r[{done}/{total}] {v.name} {c.name[:40]:<40} findings so far: {n}",
+                        end="",
+                        file=sys.stderr,
+                    )
         if show:
             print(file=sys.stderr)
     if deadline is not None and time.monotonic() > deadline:
         complete = complete and len(results) == len(cases) * len(vocabs)
-    report = _assemble(instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete)
+    report = _assemble(
+        instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete
+    )
     report.adapter_options = options
     close = getattr(instance, "close", None)
     if close is not None:
@@ -491,13 +550,27 @@ def _instances(results: list[CaseResult]) -> dict[str, Any]:
     for r in results:
         total.update(r.instances)
         if r.status in ("checked", "refused_by_reference", "failed") or r.instances:
-            per_spec.append({"spec": r.spec, "tokenizer": r.tokenizer, "counts": dict(sorted(r.instances.items())),
-                             "notes": r.instance_notes})  # fmt: skip
+            per_spec.append(
+                {
+                    "spec": r.spec,
+                    "tokenizer": r.tokenizer,
+                    "counts": dict(sorted(r.instances.items())),
+                    "notes": r.instance_notes,
+                }
+            )
     return {"total": dict(sorted(total.items())), "per_spec": per_spec}
 
 
-def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], results: list[CaseResult],
-              budget_s: float | None, seed: int, elapsed: float, complete: bool) -> Report:  # fmt: skip
+def _assemble(
+    backend: Any,
+    vocabs: list[Any],
+    described: list[dict[str, Any]],
+    results: list[CaseResult],
+    budget_s: float | None,
+    seed: int,
+    elapsed: float,
+    complete: bool,
+) -> Report:
     from props.output.report import histogram
 
     findings = dedupe([f for r in results for f in r.findings])
@@ -511,7 +584,11 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
         cell["findings"] += 1
     timings: dict[str, dict[str, Any]] = {}
     for v in vocabs:
-        samples: dict[str, list[float]] = {"backend_mask_ms": [], "reference_mask_ms": [], "backend_compile_ms": []}
+        samples: dict[str, list[float]] = {
+            "backend_mask_ms": [],
+            "reference_mask_ms": [],
+            "backend_compile_ms": [],
+        }
         for r in results:
             if r.tokenizer == v.name:
                 for k, xs in r.timings.items():
@@ -540,7 +617,13 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
             "declared_restrictions": declared_restrictions(backend.profile),
         },
         "tokenizers": [
-            {"name": v.name, "kind": v.kind, "size": len(v), "fingerprint": v.fingerprint, "eos_ids": sorted(v.eos_ids)}
+            {
+                "name": v.name,
+                "kind": v.kind,
+                "size": len(v),
+                "fingerprint": v.fingerprint,
+                "eos_ids": sorted(v.eos_ids),
+            }
             for v in vocabs
         ],
         "corpus": described,
@@ -566,7 +649,10 @@ def _assemble(backend: Any, vocabs: list[Any], described: list[dict[str, Any]], 
         "timings": timings,
         "instances": _instances(results),
         "internal_errors": [r.internal_error for r in results if r.internal_error],
-        "exit_code": 3 if any(r.internal_error for r in results)
-        else 1 if any(f.invariant in FAILING for f in findings) else 0,
+        "exit_code": 3
+        if any(r.internal_error for r in results)
+        else 1
+        if any(f.invariant in FAILING for f in findings)
+        else 0,
     }
     return Report(data, findings, {v.fingerprint: v for v in vocabs}, {})

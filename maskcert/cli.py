@@ -33,12 +33,17 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
             spec = refdecoder.Gbnf(Path(args.gbnf).read_text(encoding="utf-8"))
         else:
             if args.file is None:
-                print("maskcert check-schema: give a schema FILE, --regex PATTERN or --gbnf FILE", file=sys.stderr)
+                print(
+                    "maskcert check-schema: give a schema FILE, --regex PATTERN or --gbnf FILE",
+                    file=sys.stderr,
+                )
                 return 2
             try:
                 schema = json.loads(Path(args.file).read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as e:
-                print(f"maskcert check-schema: {args.file}: expected a JSON Schema file ({e})", file=sys.stderr)
+                print(
+                    f"maskcert check-schema: {args.file}: expected a JSON Schema file ({e})", file=sys.stderr
+                )
                 return 2
             profile = refdecoder.JsonProfile(formats=args.formats)
             spec = refdecoder.JsonSchema(schema, profile)
@@ -70,8 +75,10 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     for item in args.option or []:
         key, eq, value = item.partition("=")
         if not eq or not key:
-            print(f"maskcert certify: --option {item!r}: expected KEY=VALUE (VALUE as JSON, else a string)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"maskcert certify: --option {item!r}: expected KEY=VALUE (VALUE as JSON, else a string)",
+                file=sys.stderr,
+            )
             return 2
         try:
             options[key] = json.loads(value)
@@ -99,10 +106,12 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     d = report.data
     by = report.by_invariant()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
-    print(f"{d['backend']['name']} {d['backend']['version']}: {d['specs']['checked']} specs checked "
-          f"({d['specs']['refused_by_backend']} refused by the backend, {d['specs']['refused_by_reference']} "
-          f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
-          f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}")  # fmt: skip
+    print(
+        f"{d['backend']['name']} {d['backend']['version']}: {d['specs']['checked']} specs checked "
+        f"({d['specs']['refused_by_backend']} refused by the backend, {d['specs']['refused_by_reference']} "
+        f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
+        f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}"
+    )
     print(f"findings: {summary}")
     for err in d["internal_errors"]:
         print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
@@ -128,8 +137,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     parts = report.PARTS if args.what == "all" else (args.what,)
     size = "small" if args.what == "all" else "full"
-    overrides = {"limit": args.limit, "budget": args.budget, "repeat": args.repeat,
-                 "requests": args.requests, "timeout": args.timeout}  # fmt: skip
+    overrides = {
+        "limit": args.limit,
+        "budget": args.budget,
+        "repeat": args.repeat,
+        "requests": args.requests,
+        "timeout": args.timeout,
+    }
     results: dict[str, object] = {}
     failed = False
     for part in parts:
@@ -137,8 +151,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if args.what == "all":
             print(f"maskcert bench: {part} ...", file=sys.stderr, flush=True)
         try:
-            result = report.run_part(part, size, tokenizers=args.tokenizer or ["deepseek-v3-litellm"],
-                                     schemas=args.schemas, overrides=overrides, threads=args.threads)  # fmt: skip
+            result = report.run_part(
+                part,
+                size,
+                tokenizers=args.tokenizer or ["deepseek-v3-litellm"],
+                schemas=args.schemas,
+                overrides=overrides,
+                threads=args.threads,
+            )
         except report.PartNotRun as e:
             if args.what != "all":
                 print(f"maskcert bench {part}: {e}", file=sys.stderr)
@@ -154,9 +174,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             if args.what != "all":
                 print(report.part_table(part, result))
         if args.what == "all":
-            print(f"maskcert bench: {part} done in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
-    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "threads": args.threads, "parts": args.what}  # fmt: skip
+            print(
+                f"maskcert bench: {part} done in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True
+            )
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "threads": args.threads,
+        "parts": args.what,
+    }
     gathered = report.gather(results, meta)
     markdown = report.format_markdown(gathered)
     if args.what == "all":
@@ -180,12 +207,25 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     versions = dependency_versions()
     diagnoses = diagnose(versions)
     if args.json:
-        print(json.dumps({"dependencies": versions,
-                          "incompatibilities": [{"id": d.incompatibility.id, "applies": d.applies,
-                                                 "in_known_range": d.in_range, "probe_error": d.probe_error,
-                                                 "summary": d.incompatibility.summary,
-                                                 "workaround": d.incompatibility.workaround}
-                                                for d in diagnoses]}, indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "dependencies": versions,
+                    "incompatibilities": [
+                        {
+                            "id": d.incompatibility.id,
+                            "applies": d.applies,
+                            "in_known_range": d.in_range,
+                            "probe_error": d.probe_error,
+                            "summary": d.incompatibility.summary,
+                            "workaround": d.incompatibility.workaround,
+                        }
+                        for d in diagnoses
+                    ],
+                },
+                indent=1,
+            )
+        )
     else:
         print(format_doctor(versions, diagnoses))
     return 1 if args.strict and any(d.applies for d in diagnoses) else 0
@@ -275,15 +315,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_cmd_check_schema)
 
     ce = sub.add_parser("certify", help="certify a backend's masks against the reference; write a report")
-    ce.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
-    ce.add_argument("--tokenizer", action="append", help="matrix name or tokenizer file (repeatable; "
-                    "default: bpe and sp-bpe-bytefallback)")  # fmt: skip
-    ce.add_argument("--corpus", action="append", help="builtin | json-schema-test-suite | jsonschemabench "
-                    "(':Subset', ':limit=N', ':stride=N') | PATH (repeatable; default: builtin)")  # fmt: skip
+    ce.add_argument(
+        "--backend", default="reference", help="adapter name or module:Class (default: reference)"
+    )
+    ce.add_argument(
+        "--tokenizer",
+        action="append",
+        help="matrix name or tokenizer file (repeatable; default: bpe and sp-bpe-bytefallback)",
+    )
+    ce.add_argument(
+        "--corpus",
+        action="append",
+        help="builtin | json-schema-test-suite | jsonschemabench "
+        "(':Subset', ':limit=N', ':stride=N') | PATH (repeatable; default: builtin)",
+    )
     ce.add_argument("--schema", action="append", help="a JSON Schema file (repeatable)")
     ce.add_argument("--regex", action="append", help="a regex, full match (repeatable)")
     ce.add_argument("--gbnf", action="append", help="a GBNF grammar file (repeatable)")
-    ce.add_argument("--budget", type=float, default=None, help="seconds; unchecked specs are reported as such")
+    ce.add_argument(
+        "--budget", type=float, default=None, help="seconds; unchecked specs are reported as such"
+    )
     ce.add_argument("--seed", type=int, default=0)
     ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")
     ce.add_argument("--examples", type=int, default=8, help="Hypothesis examples per spec for each search")
@@ -292,25 +343,40 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
     ce.set_defaults(func=_cmd_certify)
 
-    d = sub.add_parser("doctor", help="dependency versions and whether each known incompatibility applies here")
+    d = sub.add_parser(
+        "doctor", help="dependency versions and whether each known incompatibility applies here"
+    )
     d.add_argument("--strict", action="store_true", help="exit 1 when a known incompatibility applies")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
     d.set_defaults(func=_cmd_doctor)
 
     b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
-    b.add_argument("what", choices=["all", "masks", "compile", "sampler", "serving"], nargs="?", default="all",
-                   help="one part, or all of them at small sizes into one report (default)")  # fmt: skip
-    b.add_argument("--tokenizer", action="append", default=None,
-                   help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm; "
-                        "compile uses the first)")  # fmt: skip
+    b.add_argument(
+        "what",
+        choices=["all", "masks", "compile", "sampler", "serving"],
+        nargs="?",
+        default="all",
+        help="one part, or all of them at small sizes into one report (default)",
+    )
+    b.add_argument(
+        "--tokenizer",
+        action="append",
+        default=None,
+        help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm; "
+        "compile uses the first)",
+    )
     b.add_argument("--schemas", help="JSONSchemaBench-style folder (default: shared maskbench)")
-    b.add_argument("--limit", type=int, default=None, help="schemas per run (masks 50, compile 24; all: 12, 16)")
+    b.add_argument(
+        "--limit", type=int, default=None, help="schemas per run (masks 50, compile 24; all: 12, 16)"
+    )
     b.add_argument("--budget", type=float, default=None, help="masks: seconds per tokenizer (all: 90)")
     b.add_argument("--timeout", type=float, default=None, help="compile: seconds per schema (10; all: 5)")
     b.add_argument("--threads", type=int, default=1, help="sampler: torch threads")
     b.add_argument("--repeat", type=int, default=None, help="sampler: timed calls per shape (50; all: 20)")
     b.add_argument("--requests", type=int, default=None, help="serving: requests per backend (24; all: 16)")
-    b.add_argument("--json", help="write the gathered report as JSON here (masks, sampler: their raw results)")
+    b.add_argument(
+        "--json", help="write the gathered report as JSON here (masks, sampler: their raw results)"
+    )
     b.add_argument("--md", help="write the gathered report as Markdown here")
     b.set_defaults(func=_cmd_bench)
 
@@ -318,8 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
     sim.add_argument("--backend", default="reference", help="backend adapter name (default: reference)")
-    sim.add_argument("--fault", action="append", default=[], choices=sorted(FAULTS), metavar="NAME",
-                     help="switch on a named fault (repeatable); see --list-faults")  # fmt: skip
+    sim.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        choices=sorted(FAULTS),
+        metavar="NAME",
+        help="switch on a named fault (repeatable); see --list-faults",
+    )
     sim.add_argument("--list-faults", action="store_true", help="print the fault names and exit")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--requests", type=int, default=24, help="requests in the workload (default 24)")
@@ -330,19 +402,38 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_simulate)
 
     fz = sub.add_parser("fuzz", help="run properties under the fuzz profile until a time budget is spent")
-    fz.add_argument("--backend", default="reference", help="adapter name or module:Class (default: reference)")
-    fz.add_argument("--target", default="invariants",
-                    help="invariants | reference | sampler | serving | module:function (default: invariants)")  # fmt: skip
-    fz.add_argument("--tokenizer", action="append", default=None, help="matrix name or tokenizer file (repeatable)")
-    fz.add_argument("--budget", default="60s", help="wall-clock budget: 90, 30s, 10m, 2h, 1h30m (default: 60s)")
-    fz.add_argument("--workers", type=int, default=1, help="local worker processes, or Ray tasks with --cluster")
-    fz.add_argument("--db", help="example database: a directory or redis://HOST:PORT (default: OUT/hypothesis-db)")
+    fz.add_argument(
+        "--backend", default="reference", help="adapter name or module:Class (default: reference)"
+    )
+    fz.add_argument(
+        "--target",
+        default="invariants",
+        help="invariants | reference | sampler | serving | module:function (default: invariants)",
+    )
+    fz.add_argument(
+        "--tokenizer", action="append", default=None, help="matrix name or tokenizer file (repeatable)"
+    )
+    fz.add_argument(
+        "--budget", default="60s", help="wall-clock budget: 90, 30s, 10m, 2h, 1h30m (default: 60s)"
+    )
+    fz.add_argument(
+        "--workers", type=int, default=1, help="local worker processes, or Ray tasks with --cluster"
+    )
+    fz.add_argument(
+        "--db", help="example database: a directory or redis://HOST:PORT (default: OUT/hypothesis-db)"
+    )
     fz.add_argument("--out", default="fuzz-out", help="findings.jsonl and campaign.json go here")
     fz.add_argument("--seed", type=int, default=None, help="base seed of every shard (default: random)")
-    fz.add_argument("--cluster", help="run shards as Ray tasks: 'local' (ray.init() defaults), 'auto' or ray://HOST:PORT")
+    fz.add_argument(
+        "--cluster", help="run shards as Ray tasks: 'local' (ray.init() defaults), 'auto' or ray://HOST:PORT"
+    )
     fz.add_argument("--isolate", action="store_true", help="run the backend in a worker process")
-    fz.add_argument("--property", action="append", default=None,
-                    help="only the target's properties matching this fnmatch pattern (repeatable)")  # fmt: skip
+    fz.add_argument(
+        "--property",
+        action="append",
+        default=None,
+        help="only the target's properties matching this fnmatch pattern (repeatable)",
+    )
     fz.set_defaults(func=_cmd_fuzz)
     return p
 

@@ -22,10 +22,18 @@ __all__ = ["MaskcertItem"]
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("maskcert", "certify a structured-generation backend against the reference")
     group.addoption("--maskcert-backend", default=None, help="adapter name or module:Class to certify")
-    group.addoption("--maskcert-tokenizer", action="append", default=None,
-                    help="tokenizers_matrix name or tokenizer file (repeatable; default: bpe)")  # fmt: skip
-    group.addoption("--maskcert-corpus", action="append", default=None,
-                    help="builtin | json-schema-test-suite | jsonschemabench | PATH (repeatable; default: builtin)")  # fmt: skip
+    group.addoption(
+        "--maskcert-tokenizer",
+        action="append",
+        default=None,
+        help="tokenizers_matrix name or tokenizer file (repeatable; default: bpe)",
+    )
+    group.addoption(
+        "--maskcert-corpus",
+        action="append",
+        default=None,
+        help="builtin | json-schema-test-suite | jsonschemabench | PATH (repeatable; default: builtin)",
+    )
     group.addoption("--maskcert-examples", type=int, default=4, help="Hypothesis examples per search")
     group.addoption("--maskcert-in-process", action="store_true", help="run the backend in this process")
 
@@ -44,8 +52,12 @@ class MaskcertItem(pytest.Item):
 
         if "backend" not in self.state:
             opts = self.state["options"]
-            self.state["backend"] = resolve_backend(opts["backend"], isolate=False if opts["in_process"] else None)
-        result = certify_case(self.state["backend"], self.case, self.vocab, examples=self.state["options"]["examples"])
+            self.state["backend"] = resolve_backend(
+                opts["backend"], isolate=False if opts["in_process"] else None
+            )
+        result = certify_case(
+            self.state["backend"], self.case, self.vocab, examples=self.state["options"]["examples"]
+        )
         if result.findings:
             raise MaskcertFindings(result.findings)
         if result.status == "checked" and not result.checks:
@@ -69,7 +81,9 @@ class MaskcertFindings(AssertionError):
         lines = []
         for f in self.findings:
             lines.append(f"[{f.invariant}] {f.message}")
-            lines.append(f"    step {f.step}, prefix {f.prefix_bytes!r}, token {f.token_id} {f.token_bytes!r}")
+            lines.append(
+                f"    step {f.step}, prefix {f.prefix_bytes!r}, token {f.token_id} {f.token_bytes!r}"
+            )
             lines.append(f"    backend:   {f.backend_verdict}")
             lines.append(f"    reference: {f.reference_verdict}")
             cert = json.dumps(f.to_json()["certificate"], ensure_ascii=False, default=str)
@@ -77,7 +91,9 @@ class MaskcertFindings(AssertionError):
         return "\n".join(lines)
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     backend = config.getoption("--maskcert-backend")
     if not backend:
         return
@@ -96,6 +112,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for vocab in vocabs:
             items.append(
                 MaskcertItem.from_parent(
-                    session, name=f"maskcert[{backend}/{case.name}/{vocab.name}]", case=case, vocab=vocab, state=state
+                    session,
+                    name=f"maskcert[{backend}/{case.name}/{vocab.name}]",
+                    case=case,
+                    vocab=vocab,
+                    state=state,
                 )
             )

@@ -897,8 +897,7 @@ _BACKSLASH_U: ByteSeq = (((0x5C, 0x5C),), ((0x75, 0x75),))
 def _hex4_paths(a: int, b: int) -> list[ByteSeq]:
     """``\\uXXXX`` escapes of the UTF-16 code units in [a, b]."""
     return [
-        _BACKSLASH_U + tuple(_hex_digit_bytes(x, y) for x, y in digits)
-        for digits in _digit_ranges(a, b, 4)
+        _BACKSLASH_U + tuple(_hex_digit_bytes(x, y) for x, y in digits) for digits in _digit_ranges(a, b, 4)
     ]
 
 

@@ -51,13 +51,30 @@ FALSE: Expr = ("false",)
 # Keywords that only annotate (draft 2020-12 core/meta-data/content vocabularies): ignored.
 ANNOTATIONS = frozenset(
     {
-        "$schema", "$id", "$comment", "$defs", "definitions", "$anchor", "$vocabulary",
-        "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-        "contentMediaType", "contentEncoding", "contentSchema",
+        "$schema",
+        "$id",
+        "$comment",
+        "$defs",
+        "definitions",
+        "$anchor",
+        "$vocabulary",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
         # read by their siblings (``contains``, ``if``), no constraint of their own:
-        "minContains", "maxContains", "then", "else",
+        "minContains",
+        "maxContains",
+        "then",
+        "else",
     }
-)  # fmt: skip
+)
 
 _KNOWN_META = re.compile(r"^https?://json-schema\.org/(draft-0[3-7]|draft/20(19-09|20-12))/schema#?$")
 
@@ -124,8 +141,14 @@ ANY_OBJECT = ObjectShape()
 
 
 def any_shape() -> Shape:
-    return Shape(True, frozenset({True, False}), NumberPredicate.any(), CodepointDFA.any_string(),
-                 (ANY_ARRAY,), (ANY_OBJECT,))  # fmt: skip
+    return Shape(
+        True,
+        frozenset({True, False}),
+        NumberPredicate.any(),
+        CodepointDFA.any_string(),
+        (ANY_ARRAY,),
+        (ANY_OBJECT,),
+    )
 
 
 def empty_shape() -> Shape:
@@ -267,8 +290,12 @@ class Compiler:
         if not uri:
             uri = base
         if uri not in self.resources:
-            raise Unsupported("$ref", ptr, f"reference {ref!r} resolves to {uri!r}, which is not in the schema "
-                              "(remote references are not fetched)")  # fmt: skip
+            raise Unsupported(
+                "$ref",
+                ptr,
+                f"reference {ref!r} resolves to {uri!r}, which is not in the schema "
+                "(remote references are not fetched)",
+            )
         rdoc, rptr = self.resources[uri]
         frag = unquote(frag)
         if frag == "" or frag.startswith("/"):
@@ -287,8 +314,12 @@ class Compiler:
         if cached is not None:
             return cached
         if expr in self._in_progress:
-            raise Unsupported("$ref", _where(expr), "the schema refers to itself without going through an "
-                              "object or array, so it does not describe any value")  # fmt: skip
+            raise Unsupported(
+                "$ref",
+                _where(expr),
+                "the schema refers to itself without going through an "
+                "object or array, so it does not describe any value",
+            )
         self.deadline.check(_where(expr))
         self._in_progress.add(expr)
         try:
@@ -325,15 +356,23 @@ class Compiler:
         if schema is False:
             return empty_shape()
         if not isinstance(schema, dict):
-            raise SpecError("schema must be an object or a boolean", ptr or "/", "a JSON object or true/false")
+            raise SpecError(
+                "schema must be an object or a boolean", ptr or "/", "a JSON object or true/false"
+            )
         ctx = Ctx(self, doc, ptr, schema)
         meta = schema.get("$schema")
         if meta is not None and not (isinstance(meta, str) and _KNOWN_META.match(meta)):
-            raise Unsupported("$schema", ctx.at("$schema"), f"meta-schema {meta!r} may declare other vocabularies; "
-                              "only json-schema.org meta-schemas are understood (read with 2020-12 semantics)")  # fmt: skip
+            raise Unsupported(
+                "$schema",
+                ctx.at("$schema"),
+                f"meta-schema {meta!r} may declare other vocabularies; "
+                "only json-schema.org meta-schemas are understood (read with 2020-12 semantics)",
+            )
         out = any_shape()
-        if not self.profile.additional_properties_default and "additionalProperties" not in schema and (
-            "properties" in schema or "patternProperties" in schema
+        if (
+            not self.profile.additional_properties_default
+            and "additionalProperties" not in schema
+            and ("properties" in schema or "patternProperties" in schema)
         ):
             # The profile reads an absent additionalProperties as false (engines' "strict" mode).
             out = self.intersect(out, only(objects=(_additional(ctx, FALSE),)))
@@ -368,17 +407,25 @@ class Compiler:
             return replace(e, string=CodepointDFA.literal(v))
         if isinstance(v, list):
             items = tuple(const_expr(x) for x in v)
-            return replace(e, arrays=(ArrayShape(prefix=items, items=FALSE, min_items=len(v), max_items=len(v)),))
+            return replace(
+                e, arrays=(ArrayShape(prefix=items, items=FALSE, min_items=len(v), max_items=len(v)),)
+            )
         if isinstance(v, dict):
             named = tuple(sorted((k, const_expr(x)) for k, x in v.items()))
-            obj = ObjectShape(named=named, rules=((CodepointDFA.any_string(), FALSE),),
-                              required=frozenset(v), max_props=len(v))  # fmt: skip
+            obj = ObjectShape(
+                named=named,
+                rules=((CodepointDFA.any_string(), FALSE),),
+                required=frozenset(v),
+                max_props=len(v),
+            )
             return replace(e, objects=(obj,))
         raise SpecError("not a JSON value", repr(v)[:60], "null, bool, number, string, array or object")
 
     # -- the algebra ------------------------------------------------------------------------------
     def intersect(self, a: Shape, b: Shape) -> Shape:
-        arrays = self._cap(tuple(x for p, q in product(a.arrays, b.arrays) if (x := self.and_array(p, q))), "arrays")
+        arrays = self._cap(
+            tuple(x for p, q in product(a.arrays, b.arrays) if (x := self.and_array(p, q))), "arrays"
+        )
         objects = self._cap(tuple(self.and_object(p, q) for p, q in product(a.objects, b.objects)), "objects")
         return Shape(
             a.null and b.null,
@@ -417,8 +464,11 @@ class Compiler:
         named: dict[str, Expr] = {}
         for k in dict.fromkeys([*pn, *qn]):  # declared order (property_order="schema"), p's keys first
             named[k] = and_exprs([p.eff(k), q.eff(k)])
-        key_lang = p.key_lang if q.key_lang is None else (q.key_lang if p.key_lang is None
-                                                          else p.key_lang.intersection(q.key_lang))  # fmt: skip
+        key_lang = (
+            p.key_lang
+            if q.key_lang is None
+            else (q.key_lang if p.key_lang is None else p.key_lang.intersection(q.key_lang))
+        )
         deps: dict[str, frozenset[str]] = {}
         for k, d in p.dependent_required + q.dependent_required:
             deps[k] = deps.get(k, frozenset()) | d
@@ -510,8 +560,12 @@ class Compiler:
     def _complement_object(self, o: ObjectShape, where: str) -> list[ObjectShape]:
         """¬O as a union of object shapes, when O constrains only declared keys and counts."""
         if o.key_lang is not None or o.dependent_required or any(e != TRUE for _, e in o.rules):
-            raise Unsupported("not", where, "complement of an object schema constraining undeclared keys "
-                              "(patternProperties, additionalProperties, propertyNames, dependentRequired)")  # fmt: skip
+            raise Unsupported(
+                "not",
+                where,
+                "complement of an object schema constraining undeclared keys "
+                "(patternProperties, additionalProperties, propertyNames, dependentRequired)",
+            )
         out: list[ObjectShape] = []
         for r in sorted(o.required):
             out.append(ObjectShape(named=((r, FALSE),)))
@@ -558,16 +612,24 @@ class Compiler:
             ek = and_exprs([p.eff(k), q.eff(k)])
             if ek == FALSE or not (p.key_allowed(k) and q.key_allowed(k)):
                 return True
-            if k in p.required and k in q.required and self.disjoint(
-                self.shape(p.eff(k)), self.shape(q.eff(k)), depth - 1
+            if (
+                k in p.required
+                and k in q.required
+                and self.disjoint(self.shape(p.eff(k)), self.shape(q.eff(k)), depth - 1)
             ):
                 return True
         return False
 
     def is_empty(self, s: Shape) -> bool:
         """Sound emptiness for scalars only; containers are decided by the grammar's productivity."""
-        return (not s.null and not s.boolean and s.number.is_empty() and s.string.is_empty()
-                and not s.arrays and not s.objects)  # fmt: skip
+        return (
+            not s.null
+            and not s.boolean
+            and s.number.is_empty()
+            and s.string.is_empty()
+            and not s.arrays
+            and not s.objects
+        )
 
 
 def const_expr(v: Any) -> Expr:
@@ -742,8 +804,12 @@ def format_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
 
     dfa = format_dfa(value) if isinstance(value, str) else None
     if dfa is None:
-        raise Unsupported("format", ctx.at("format"), f"format {value!r} has no exact implementation; "
-                          "use JsonProfile(formats='annotation') to treat it as an annotation")  # fmt: skip
+        raise Unsupported(
+            "format",
+            ctx.at("format"),
+            f"format {value!r} has no exact implementation; "
+            "use JsonProfile(formats='annotation') to treat it as an annotation",
+        )
     return only(string=dfa)
 
 
@@ -754,8 +820,11 @@ def prefixItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 def items(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     if isinstance(value, list):
-        raise Unsupported("items", ctx.at("items"), "array-form 'items' is draft 2019-09 and earlier; "
-                          "use 'prefixItems' (draft 2020-12)")  # fmt: skip
+        raise Unsupported(
+            "items",
+            ctx.at("items"),
+            "array-form 'items' is draft 2019-09 and earlier; use 'prefixItems' (draft 2020-12)",
+        )
     n = len(schema.get("prefixItems", []) or [])
     return only(arrays=(ArrayShape(prefix=(TRUE,) * n, items=ctx.sub("items")),))
 
@@ -779,8 +848,12 @@ def uniqueItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
     if value is False:
         return None
     if schema.get("maxItems") not in (0, 1):
-        raise Unsupported("uniqueItems", ctx.at("uniqueItems"), "pairwise distinct items is not a "
-                          "context-free constraint; only arrays of at most one item are decided")  # fmt: skip
+        raise Unsupported(
+            "uniqueItems",
+            ctx.at("uniqueItems"),
+            "pairwise distinct items is not a "
+            "context-free constraint; only arrays of at most one item are decided",
+        )
     return None
 
 
@@ -828,11 +901,15 @@ def required(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def minProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
-    return only(objects=(ObjectShape(min_props=_nonneg_int(value, "minProperties", ctx.at("minProperties"))),))
+    return only(
+        objects=(ObjectShape(min_props=_nonneg_int(value, "minProperties", ctx.at("minProperties"))),)
+    )
 
 
 def maxProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
-    return only(objects=(ObjectShape(max_props=_nonneg_int(value, "maxProperties", ctx.at("maxProperties"))),))
+    return only(
+        objects=(ObjectShape(max_props=_nonneg_int(value, "maxProperties", ctx.at("maxProperties"))),)
+    )
 
 
 def propertyNames(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
@@ -852,7 +929,9 @@ def dependentRequired(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 def dependentSchemas(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     # "if key k is present, the object must also validate against S" = (k absent) ∪ (k present ∩ S).
     if not isinstance(value, dict):
-        raise SpecError("'dependentSchemas' must be an object", ctx.at("dependentSchemas"), "an object of schemas")
+        raise SpecError(
+            "'dependentSchemas' must be an object", ctx.at("dependentSchemas"), "an object of schemas"
+        )
     out = any_shape()
     for k in value:
         s = ctx.c.shape(ctx.sub("dependentSchemas", k))
@@ -901,8 +980,12 @@ def oneOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
                 s_i = s_i.difference(t.string)
         number = number.or_(n_i)
         string = string.union(s_i)
-    arrays = _exactly_one(c, [replace(empty_shape(), arrays=s.arrays) for s in shapes], ctx.at("oneOf"), "arrays").arrays
-    objects = _exactly_one(c, [replace(empty_shape(), objects=s.objects) for s in shapes], ctx.at("oneOf"), "objects").objects
+    arrays = _exactly_one(
+        c, [replace(empty_shape(), arrays=s.arrays) for s in shapes], ctx.at("oneOf"), "arrays"
+    ).arrays
+    objects = _exactly_one(
+        c, [replace(empty_shape(), objects=s.objects) for s in shapes], ctx.at("oneOf"), "objects"
+    ).objects
     return Shape(null, boolean, number, string, arrays, objects)
 
 
@@ -926,8 +1009,12 @@ def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shap
     for i in range(len(live)):
         for j in range(i + 1, len(live)):
             if not c.disjoint(live[i], live[j]):
-                raise Unsupported("oneOf", where, f"two branches both admit {what} and maskcert can neither "
-                                  "complement them nor prove them disjoint, so 'exactly one' is undecided")  # fmt: skip
+                raise Unsupported(
+                    "oneOf",
+                    where,
+                    f"two branches both admit {what} and maskcert can neither "
+                    "complement them nor prove them disjoint, so 'exactly one' is undecided",
+                )
     out = empty_shape()
     for p in live:
         out = c.union(out, p)

@@ -33,7 +33,11 @@ def _any_number_dfa() -> ByteDFA:
     """RFC 8259 ``number`` (any value) as a ByteDFA."""
     from ._regex import compile_regex_dfa
 
-    return compile_regex_dfa(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch").to_utf8()
+    return compile_regex_dfa(
+        r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch"
+    ).to_utf8()
+
+
 WS_BYTES = b" \t\n\r"
 MAX_KEY_RULES = 8
 
@@ -66,14 +70,18 @@ class ObjectNode:
         return False
 
     def productive(self, is_productive: Callable[[int], bool]) -> bool:
-        probe = replace(self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={})
+        probe = replace(
+            self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={}
+        )
         return probe._completable(frozenset(), 0, -1)
 
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbrace,)
 
     def prune(self, is_productive: Callable[[int], bool]) -> ObjectNode:
-        return replace(self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={})
+        return replace(
+            self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={}
+        )
 
     # -- dynamics -------------------------------------------------------------------------------
     def enter(self) -> Hashable:
@@ -110,7 +118,11 @@ class ObjectNode:
         return seen2, n2, pos2
 
     def _can_close(self, seen: frozenset[int], n: int) -> bool:
-        return self._needed(seen) <= seen and n >= self.min_props and (self.max_props is None or n <= self.max_props)
+        return (
+            self._needed(seen) <= seen
+            and n >= self.min_props
+            and (self.max_props is None or n <= self.max_props)
+        )
 
     def _completable(self, seen: frozenset[int], n: int, pos: int) -> bool:
         key = (seen, n, pos)
@@ -139,7 +151,9 @@ class ObjectNode:
         )
         if unbounded:
             return True
-        extras = sum(1 for i in self.live if i < self.n_named and i not in missing and self._addable(i, seen, pos))
+        extras = sum(
+            1 for i in self.live if i < self.n_named and i not in missing and self._addable(i, seen, pos)
+        )
         return count + extras >= self.min_props
 
     def _search(self, seen: frozenset[int], n: int, pos: int) -> bool:
@@ -206,9 +220,12 @@ class ArrayNode:
     _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
 
     def children(self) -> tuple[int, ...]:
-        return (self.lbracket, self.close_first, self.close_after, self.comma) + self.plain + (
-            self.match or ()
-        ) + (self.nomatch or ())
+        return (
+            (self.lbracket, self.close_first, self.close_after, self.comma)
+            + self.plain
+            + (self.match or ())
+            + (self.nomatch or ())
+        )
 
     def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
         return False
@@ -487,7 +504,8 @@ def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
     if not isinstance(spec.schema, (dict, bool)):
         raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
     compiler = Compiler(spec, limits)
-    root_expr: Expr = TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
+    root_expr: Expr = (
+        TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
+    )
     emitter = Emitter(compiler)
     return emitter.finish(root_expr)
-

@@ -163,8 +163,7 @@ class ByteDFA:
         """The bytes with a transition out of ``state``."""
         if self._live_bytes is None:
             self._live_bytes = [
-                bytes(b for b in range(256) if self._table[s * 256 + b] != DEAD)
-                for s in range(self._nstates)
+                bytes(b for b in range(256) if self._table[s * 256 + b] != DEAD) for s in range(self._nstates)
             ]
         return self._live_bytes[state]
 

@@ -131,9 +131,7 @@ def _exact(value: Number, keyword: str, where: str) -> Fraction:
         sign, digits, exponent = dec.as_tuple()
         assert isinstance(exponent, int)
         if len(digits) + abs(exponent) > MAX_CONSTANT_BITS // 3:  # before building 10**exponent
-            raise LimitExceeded(
-                "number_constant_bits", f"{keyword} {value!r} is too long", MAX_CONSTANT_BITS
-            )
+            raise LimitExceeded("number_constant_bits", f"{keyword} {value!r} is too long", MAX_CONSTANT_BITS)
         q = Fraction(dec)
     else:
         raise SpecError(f"{keyword} is {value!r}", where or "/", "a number")
@@ -155,9 +153,7 @@ def _check_size(q: Fraction, what: str) -> None:
 
 def _lcm(a: Fraction, b: Fraction) -> Fraction:
     """The least positive rational whose integer multiples are exactly ``aZ ∩ bZ`` (a, b > 0)."""
-    return Fraction(
-        math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator)
-    )
+    return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
 
 
 def _is_multiple(x: Fraction, m: Fraction) -> bool:
@@ -323,9 +319,7 @@ class _Lattice:
             return False
         return not any(_is_multiple(x, f) for f in self.fs)
 
-    def pick_dense(
-        self, a: Fraction | None, a_ex: bool, b: Fraction | None, b_ex: bool
-    ) -> Fraction:
+    def pick_dense(self, a: Fraction | None, a_ex: bool, b: Fraction | None, b_ex: bool) -> Fraction:
         """A point of a non-degenerate interval that is a multiple of no ``f`` (no ``m`` here).
 
         Every multiple of every ``f`` lies in ``10**-K0 Z``; once ``10**-K`` (``K > K0``) is finer than a
@@ -607,9 +601,7 @@ def _merge_intervals(group: list[NumberConstraint]) -> list[NumberConstraint]:
             if touches:
                 if _upper_within(c, p):
                     continue
-                out[-1] = NumberConstraint(
-                    p.lo, p.lo_excl, c.hi, c.hi_excl, p.multiple_of, p.not_multiple_of
-                )
+                out[-1] = NumberConstraint(p.lo, p.lo_excl, c.hi, c.hi_excl, p.multiple_of, p.not_multiple_of)
                 continue
         out.append(c)
     return out
@@ -620,9 +612,7 @@ def _simplify(conjs: Iterable[NumberConstraint | None]) -> tuple[NumberConstrain
     for c in set(conjs):
         if c is not None:
             groups.setdefault((c.multiple_of, c.not_multiple_of), []).append(c)
-    merged = sorted(
-        (c for g in groups.values() for c in _merge_intervals(g)), key=NumberConstraint._sort_key
-    )
+    merged = sorted((c for g in groups.values() for c in _merge_intervals(g)), key=NumberConstraint._sort_key)
     kept: list[NumberConstraint] = []
     for c in merged:
         if any(_subsumes(k, c) for k in kept):
@@ -704,9 +694,7 @@ class NumberPredicate:
         return cls.of([c])
 
     def and_(self, other: NumberPredicate) -> NumberPredicate:
-        return NumberPredicate.of(
-            _intersect(a, b) for a in self.conjunctions for b in other.conjunctions
-        )
+        return NumberPredicate.of(_intersect(a, b) for a in self.conjunctions for b in other.conjunctions)
 
     def or_(self, other: NumberPredicate) -> NumberPredicate:
         return NumberPredicate.of(self.conjunctions + other.conjunctions)
@@ -829,9 +817,7 @@ def _pos_interval(c: NumberConstraint, neg: bool) -> _Pos | None:
     return (lo, lo_ex, hi, hi_ex)
 
 
-def _mantissa_find(
-    lat: _Lattice, pos: _Pos, D: int, pick: bool
-) -> tuple[int, Fraction] | None:
+def _mantissa_find(lat: _Lattice, pos: _Pos, D: int, pick: bool) -> tuple[int, Fraction] | None:
     """``(E, x)`` with ``x`` in ``10**E [D, D+1)`` (``D >= 1``), in ``pos`` and admitted by ``lat``."""
     lo, lo_ex, hi, hi_ex = pos
     top = D + 1
@@ -893,9 +879,7 @@ def _mantissa_find(
     return None
 
 
-def _exp_range(
-    lat: _Lattice, pos: _Pos, mant: Fraction
-) -> tuple[int | None, int | None] | None:
+def _exp_range(lat: _Lattice, pos: _Pos, mant: Fraction) -> tuple[int | None, int | None] | None:
     """The exponents ``E`` (an integer interval, ``None`` = unbounded) with ``mant*10^E`` admitted."""
     lo, lo_ex, hi, hi_ex = pos
     a = None if lo == 0 else _min_exp_above(lo / mant, strict=lo_ex)
@@ -1028,9 +1012,10 @@ class NumberLexeme:
                 if self._zero_ok[i]:
                     return True
                 pos = self._pos[i][neg]
-                return pos is not None and _interval_find(
-                    self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False
-                ) is not None
+                return (
+                    pos is not None
+                    and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
+                )
             pos = self._pos[i][neg]
             return pos is not None and _mantissa_find(self._lats[i], pos, D, pick=False) is not None
         if D == 0:

@@ -148,9 +148,7 @@ def _parse_python(pattern: str) -> Node:
                 f"invalid Python regex: {e.msg}", f"offset {e.pos}", "a valid Python `re` pattern"
             ) from None
         except (OverflowError, RecursionError) as e:
-            raise SpecError(
-                f"invalid Python regex: {e}", "offset 0", "a valid Python `re` pattern"
-            ) from None
+            raise SpecError(f"invalid Python regex: {e}", "offset 0", "a valid Python `re` pattern") from None
         tree = _sre_parse.parse(pattern)
     return _PyTranslator().sub(tree, int(tree.state.flags))
 
@@ -259,7 +257,9 @@ class _EcmaParser:
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, what: str, expected: str, at: int | None = None) -> SpecError:
-        return SpecError(f"invalid ECMA-262 regex: {what}", f"offset {self.i if at is None else at}", expected)
+        return SpecError(
+            f"invalid ECMA-262 regex: {what}", f"offset {self.i if at is None else at}", expected
+        )
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k

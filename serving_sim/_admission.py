@@ -63,7 +63,9 @@ def spec_depth(spec: Spec) -> int:
     return 1
 
 
-def admission_problem(request: Request, limits: AdmissionLimits, max_rows: int, vocab_size: int) -> str | None:
+def admission_problem(
+    request: Request, limits: AdmissionLimits, max_rows: int, vocab_size: int
+) -> str | None:
     """Why ``request`` must be refused before queueing, or None."""
     r = request
     if not r.prompt:

@@ -98,7 +98,9 @@ def compile_with_budget(backend: Any, spec: Spec, vocabulary: Any, budget_s: flo
         return Refused(f"backend {getattr(backend, 'name', '?')} failed to compile: {exc!r}", "backend-error")
     out = box["out"]
     if not isinstance(out, (Compiled, Refused)):
-        return Refused(f"backend returned {type(out).__name__}, expected Compiled or Refused", "backend-error")
+        return Refused(
+            f"backend returned {type(out).__name__}, expected Compiled or Refused", "backend-error"
+        )
     return out
 
 
@@ -110,7 +112,9 @@ def _estimate_bytes(spec: Spec, vocabulary: Any) -> int:
 class CompileCache:
     """LRU over compiled grammars, bounded by estimated bytes. Share one between engines."""
 
-    def __init__(self, max_bytes: int = 64 << 20, size_of: Callable[[Spec, Any], int] = _estimate_bytes) -> None:
+    def __init__(
+        self, max_bytes: int = 64 << 20, size_of: Callable[[Spec, Any], int] = _estimate_bytes
+    ) -> None:
         self.max_bytes = max_bytes
         self.size_of = size_of
         self._entries: OrderedDict[CacheKey, CacheEntry] = OrderedDict()
@@ -149,7 +153,9 @@ class CompileCache:
         if isinstance(out, Refused):
             self.refusals += 1
             return out, False, ms
-        entry = CacheEntry(key, out, key.spec, str(vocabulary.fingerprint), self.size_of(spec, vocabulary), ms)
+        entry = CacheEntry(
+            key, out, key.spec, str(vocabulary.fingerprint), self.size_of(spec, vocabulary), ms
+        )
         with self._lock:
             self._entries[key] = entry
             self.bytes += entry.nbytes
@@ -235,7 +241,9 @@ class MatcherSnapshot:
 
     @classmethod
     def take(cls, matcher: Any, entry: CacheEntry, num_tokens: int) -> MatcherSnapshot:
-        return cls(entry.spec_fingerprint, entry.vocab_fingerprint, entry.key.backend, num_tokens, matcher.fork())
+        return cls(
+            entry.spec_fingerprint, entry.vocab_fingerprint, entry.key.backend, num_tokens, matcher.fork()
+        )
 
     def restore(self, spec_fp: str, vocab_fp: str, backend: str) -> Any:
         """A matcher in the saved state; :class:`SnapshotMismatch` for another grammar or vocabulary."""

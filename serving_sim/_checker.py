@@ -80,7 +80,9 @@ class Violation:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.engine}/{self.request_id}" + (f" seq {self.seq_id}" if self.seq_id is not None else "")
+        where = f"{self.engine}/{self.request_id}" + (
+            f" seq {self.seq_id}" if self.seq_id is not None else ""
+        )
         at = f" step {self.step}" if self.step is not None else ""
         return f"[{self.invariant}] {where}{at}: {self.message}"
 
@@ -257,7 +259,11 @@ class InvariantChecker:
         self.checked["compiles"] += 1
         if e.served_vocab != e.requested_vocab:
             self._violate(
-                "isolation", e.engine, e.request_id, None, None,
+                "isolation",
+                e.engine,
+                e.request_id,
+                None,
+                None,
                 f"compile cache {'hit' if e.hit else 'miss'} served a grammar compiled for vocabulary "
                 f"{e.served_vocab[:12]} to an engine whose vocabulary is {e.requested_vocab[:12]}",
             )
@@ -287,7 +293,11 @@ class InvariantChecker:
         expected_kv = req.request.prompt + e.ids
         if e.kv_tokens != expected_kv:
             self._violate(
-                "kv", e.engine, e.request_id, e.seq_id, e.step,
+                "kv",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"KV holds {len(e.kv_tokens)} tokens ending {list(e.kv_tokens[-4:])}; the sequence is "
                 f"{len(expected_kv)} tokens ending {list(expected_kv[-4:])}",
             )
@@ -307,7 +317,11 @@ class InvariantChecker:
         if bad is not None:
             inv = "speculative" if e.origin == "speculative" else "soundness"
             self._violate(
-                inv, e.engine, e.request_id, e.seq_id, e.step,
+                inv,
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"mask used after token {e.ids[bad]} at position {bad}, which the reference rejects "
                 f"({_tok(req.vocabulary, e.ids[bad])})",
             )
@@ -328,17 +342,36 @@ class InvariantChecker:
             else:
                 inv = _ORIGIN_INVARIANT.get(e.origin) or ("soundness" if extra.size else "completeness")
             who = "reference" if own is ref else f"{getattr(req.backend, 'name', 'backend')} replay"
-            self._violate(inv, e.engine, e.request_id, e.seq_id, e.step,
-                          _mask_message(req.vocabulary, e, own.state_id(), extra, missing, "engine", who))
+            self._violate(
+                inv,
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
+                _mask_message(req.vocabulary, e, own.state_id(), extra, missing, "engine", who),
+            )
         elif own is not ref and not np.array_equal(own_mask, ref_mask):
             extra, missing = _diff(own_mask, ref_mask, vocab_size)
             if np.isin(extra, eos).all() and np.isin(missing, eos).all():
                 inv = "backend:eos"
             else:
                 inv = "backend:soundness" if extra.size else "backend:completeness"
-            self._violate(inv, e.engine, e.request_id, e.seq_id, e.step,
-                          _mask_message(req.vocabulary, e, ref.state_id(), extra, missing,
-                                        str(getattr(req.backend, "name", "backend")), "reference"))
+            self._violate(
+                inv,
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
+                _mask_message(
+                    req.vocabulary,
+                    e,
+                    ref.state_id(),
+                    extra,
+                    missing,
+                    str(getattr(req.backend, "name", "backend")),
+                    "reference",
+                ),
+            )
 
     def _remember(self, e: TraceMask, has_valid: bool, state_id: str) -> None:
         ev = self._evidence.setdefault((e.engine, e.seq_id), {})
@@ -375,7 +408,11 @@ class InvariantChecker:
             else:
                 inv = "soundness"
             self._violate(
-                inv, e.engine, e.request_id, e.seq_id, e.step,
+                inv,
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"{e.how} token {_tok(req.vocabulary, e.token)} taken after {len(e.ids_before)} tokens{at}\n"
                 f"    engine:    took it (its matcher {eng})\n"
                 f"    reference: rejected ({reason or own_v[1]})",
@@ -383,7 +420,11 @@ class InvariantChecker:
             return
         if not ref_ok:
             self._violate(
-                "backend:soundness", e.engine, e.request_id, e.seq_id, e.step,
+                "backend:soundness",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"token {_tok(req.vocabulary, e.token)} after {len(e.ids_before)} tokens{at}\n"
                 f"    {getattr(req.backend, 'name', 'backend')}: accepted\n"
                 f"    reference: rejected ({reason})",
@@ -397,7 +438,11 @@ class InvariantChecker:
         else:
             inv = _ORIGIN_INVARIANT.get(e.origin, "completeness")
         self._violate(
-            inv, e.engine, e.request_id, e.seq_id, e.step,
+            inv,
+            e.engine,
+            e.request_id,
+            e.seq_id,
+            e.step,
             f"{e.how} token {_tok(req.vocabulary, e.token)} after {len(e.ids_before)} tokens (origin {e.origin})\n"
             f"    engine:    rejected ({e.backend_reason})\n"
             f"    fresh replay: accepted",
@@ -414,14 +459,22 @@ class InvariantChecker:
             return
         if e.grammar_ok != expected:
             self._violate(
-                "speculative", e.engine, e.request_id, e.seq_id, e.step,
+                "speculative",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"verify of draft {list(e.draft)} after {len(e.ids_before)} tokens\n"
                 f"    engine:       {e.grammar_ok} grammar-valid\n"
                 f"    fresh replay: {expected} grammar-valid (longest valid prefix)",
             )
         if e.accepted > e.grammar_ok:
             self._violate(
-                "speculative", e.engine, e.request_id, e.seq_id, e.step,
+                "speculative",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"accepted {e.accepted} draft tokens but only {e.grammar_ok} passed the grammar",
             )
             return
@@ -431,7 +484,11 @@ class InvariantChecker:
         want = own.mask(target)
         if want is not None and not np.array_equal(np.asarray(e.matcher_mask, dtype=np.int32), want):
             self._violate(
-                "rollback", e.engine, e.request_id, e.seq_id, e.step,
+                "rollback",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
                 f"after verify (walked {e.grammar_ok}, accepted {e.accepted}) the engine's matcher mask differs "
                 f"from a one-by-one walk of the {len(target)} accepted tokens (state {own.state_id()})",
             )
@@ -448,7 +505,9 @@ class InvariantChecker:
         last = ids[-1] if ids else None
 
         def bad(inv: str, msg: str) -> None:
-            self._violate(inv, e.engine, e.request_id, e.seq_id, None, f"output {c.index} ({c.finish_reason}): {msg}")
+            self._violate(
+                inv, e.engine, e.request_id, e.seq_id, None, f"output {c.index} ({c.finish_reason}): {msg}"
+            )
 
         if len(ids) > r.max_tokens:
             bad("finish_reason", f"{len(ids)} tokens exceed max_tokens={r.max_tokens}")
@@ -458,8 +517,11 @@ class InvariantChecker:
         if reason == "stop":
             ends = last is not None and (last in v.eos_ids or (r.spec is None and last in r.stop_ids))
             if not ends:
-                bad("finish_reason", f"reported stop, but the last token is {_tok(v, last) if last is not None else 'none'}"
-                    f" (not EOS) after {len(ids)} of max_tokens={r.max_tokens}")
+                bad(
+                    "finish_reason",
+                    f"reported stop, but the last token is {_tok(v, last) if last is not None else 'none'}"
+                    f" (not EOS) after {len(ids)} of max_tokens={r.max_tokens}",
+                )
             if r.spec is not None:
                 self._check_output(e, req, ids, bad)
         elif reason == "length":
@@ -469,13 +531,19 @@ class InvariantChecker:
                 bad("finish_reason", "reported length, but the output ends with EOS")
         elif reason == "constraint_violation":
             if not (c.error or "").startswith("NO_VALID_TOKEN") or c.error_step is None:
-                bad("finish_reason", f"constraint_violation without a NO_VALID_TOKEN error and step ({c.error!r})")
+                bad(
+                    "finish_reason",
+                    f"constraint_violation without a NO_VALID_TOKEN error and step ({c.error!r})",
+                )
             ev = self._evidence.get((e.engine, e.seq_id), {}).get(tuple(ids))
             if ev is None:
                 bad("finish_reason", "constraint_violation at a position where no mask was used")
             elif ev[0]:
-                bad("finish_reason", f"reported NO_VALID_TOKEN after {len(ids)} tokens, but a fresh replay allows a "
-                    f"token with a finite logit there (state {ev[1]})")
+                bad(
+                    "finish_reason",
+                    f"reported NO_VALID_TOKEN after {len(ids)} tokens, but a fresh replay allows a "
+                    f"token with a finite logit there (state {ev[1]})",
+                )
         elif reason == "cancelled":
             if not req.cancelled:
                 bad("finish_reason", "reported cancelled, but the request was never cancelled")
@@ -484,10 +552,16 @@ class InvariantChecker:
         if e.stream:
             joined = "".join(req.deltas.get(c.index, []))
             if joined != c.text:
-                k = next((i for i, (a, b) in enumerate(zip(joined, c.text)) if a != b), min(len(joined), len(c.text)))
-                bad("utf8", f"concatenated stream deltas differ from the output at character {k}\n"
-                    f"    deltas: {joined[max(0, k - 8): k + 8]!r}\n"
-                    f"    output: {c.text[max(0, k - 8): k + 8]!r}")
+                k = next(
+                    (i for i, (a, b) in enumerate(zip(joined, c.text)) if a != b),
+                    min(len(joined), len(c.text)),
+                )
+                bad(
+                    "utf8",
+                    f"concatenated stream deltas differ from the output at character {k}\n"
+                    f"    deltas: {joined[max(0, k - 8) : k + 8]!r}\n"
+                    f"    output: {c.text[max(0, k - 8) : k + 8]!r}",
+                )
 
     def _check_output(self, e: TraceFinish, req: _Req, ids: list[int], bad: Any) -> None:
         spec = req.request.spec
@@ -496,7 +570,10 @@ class InvariantChecker:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as err:
-            bad("utf8", f"stop output is not valid UTF-8 at byte {err.start}: {data[max(0, err.start - 8): err.start + 8]!r}")
+            bad(
+                "utf8",
+                f"stop output is not valid UTF-8 at byte {err.start}: {data[max(0, err.start - 8) : err.start + 8]!r}",
+            )
             return
         try:
             problem = validate_output(SpecRef.of(spec), data)
@@ -520,10 +597,14 @@ def _mask_message(
     vocabulary: Any, e: TraceMask, state: str, extra: np.ndarray, missing: np.ndarray, left: str, right: str
 ) -> str:
     offset = len(vocabulary.decode(e.ids))
-    lines = [f"mask differs after {len(e.ids)} tokens (byte offset {offset}, state {state}, origin {e.origin})"]
+    lines = [
+        f"mask differs after {len(e.ids)} tokens (byte offset {offset}, state {state}, origin {e.origin})"
+    ]
     width = max(len(left), len(right)) + 1
-    for label, ids, lv, rv in ((f"allowed by {left} only", extra, "allowed", "forbidden"),
-                               (f"allowed by {right} only", missing, "forbidden", "allowed")):
+    for label, ids, lv, rv in (
+        (f"allowed by {left} only", extra, "allowed", "forbidden"),
+        (f"allowed by {right} only", missing, "forbidden", "allowed"),
+    ):
         if ids.size:
             lines.append(f"  {label}: {ids.size} tokens, first {_tok(vocabulary, int(ids[0]))}")
             lines.append(f"    {left + ':':<{width}} {lv}")

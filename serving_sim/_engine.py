@@ -172,8 +172,12 @@ class Engine:
         self.faults = check_faults(faults)
         self.observers = list(observers)
         self.compile_cache = compile_cache if compile_cache is not None else CompileCache()
-        self.prefix_cache = prefix_cache if prefix_cache is not None else PrefixCache(model, self.config.prefix_cache_entries)
-        self.draft: Draft = draft if draft is not None else NoisyDraft(model, seed=_mix(self.config.seed, "draft"))
+        self.prefix_cache = (
+            prefix_cache if prefix_cache is not None else PrefixCache(model, self.config.prefix_cache_entries)
+        )
+        self.draft: Draft = (
+            draft if draft is not None else NoisyDraft(model, seed=_mix(self.config.seed, "draft"))
+        )
         self.vocab_size = len(vocabulary)
         if getattr(model, "vocab_size", self.vocab_size) != self.vocab_size:
             raise ValueError(f"model has {model.vocab_size} logits, vocabulary has {self.vocab_size} ids")
@@ -221,8 +225,13 @@ class Engine:
                 (self.metrics.compile_warm_ms if hit else self.metrics.compile_cold_ms).append(ms)
                 self._emit(
                     TraceCompile(
-                        self.name, rid, entry.spec_fingerprint, str(self.vocabulary.fingerprint),
-                        entry.vocab_fingerprint, hit, ms,
+                        self.name,
+                        rid,
+                        entry.spec_fingerprint,
+                        str(self.vocabulary.fingerprint),
+                        entry.vocab_fingerprint,
+                        hit,
+                        ms,
                     )
                 )
         self._emit(TraceAdmit(self.name, rid, request, self.vocabulary, problem, self.backend))
@@ -326,8 +335,19 @@ class Engine:
         for observer in self.observers:
             observer(event)
 
-    def _new_seq(self, index: int, ids: list[int], kv: KVHandle | None, score: float, matcher: Any, origin: str) -> _Seq:
-        seq = _Seq(self._next_seq, index, ids, kv, score, matcher, TextStream(self._fault("stream_split_char")), origin)
+    def _new_seq(
+        self, index: int, ids: list[int], kv: KVHandle | None, score: float, matcher: Any, origin: str
+    ) -> _Seq:
+        seq = _Seq(
+            self._next_seq,
+            index,
+            ids,
+            kv,
+            score,
+            matcher,
+            TextStream(self._fault("stream_split_char")),
+            origin,
+        )
         self._next_seq += 1
         return seq
 
@@ -338,7 +358,9 @@ class Engine:
         kv = parent.kv if self._fault("beam_kv_not_forked") else self.model.fork_kv(parent.kv)
         matcher = parent.matcher
         if matcher is not None and not self._fault("shared_beam_matcher"):
-            source = slot if (slot is not None and self._fault("beam_reorder_without_matcher_reorder")) else parent
+            source = (
+                slot if (slot is not None and self._fault("beam_reorder_without_matcher_reorder")) else parent
+            )
             matcher = source.matcher.fork() if source.matcher is not None else None
         return self._new_seq(index, list(parent.ids), kv, parent.score, matcher, "fork")
 
@@ -508,24 +530,41 @@ class Engine:
                 beams.setdefault(live.rid, []).append(b)
         for idx in beams.values():
             sel = torch.tensor(idx, dtype=torch.int64)
-            self._beam_step(rows[idx[0]][0], [rows[b][1] for b in idx], logits.index_select(0, sel), bitmask[idx])
+            self._beam_step(
+                rows[idx[0]][0], [rows[b][1] for b in idx], logits.index_select(0, sel), bitmask[idx]
+            )
         t3 = time.perf_counter()
         return (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000
 
     def _trace_mask(
-        self, live: _Live, seq: _Seq, row: np.ndarray, logits: torch.Tensor, ids: tuple[int, ...],
-        kv_tokens: tuple[int, ...], origin: str,
+        self,
+        live: _Live,
+        seq: _Seq,
+        row: np.ndarray,
+        logits: torch.Tensor,
+        ids: tuple[int, ...],
+        kv_tokens: tuple[int, ...],
+        origin: str,
     ) -> None:
         if seq.matcher is not None:
             self.metrics.mask_density.append(_popcount(row, self.vocab_size) / self.vocab_size)
         self._emit(
             TraceMask(
-                self.name, live.rid, seq.seq_id, self.step_no, ids,
-                None if seq.matcher is None and live.entry is None else row, logits, kv_tokens, origin,
+                self.name,
+                live.rid,
+                seq.seq_id,
+                self.step_no,
+                ids,
+                None if seq.matcher is None and live.entry is None else row,
+                logits,
+                kv_tokens,
+                origin,
             )
         )
 
-    def _sample_rows(self, rows: list[tuple[_Live, _Seq, np.ndarray]], logits: torch.Tensor, bitmask: np.ndarray) -> None:
+    def _sample_rows(
+        self, rows: list[tuple[_Live, _Seq, np.ndarray]], logits: torch.Tensor, bitmask: np.ndarray
+    ) -> None:
         params = [live.params for live, _, _ in rows]
         gens = [self._generator(live, seq, "sample") for live, seq, _ in rows]
         result = sample(
@@ -546,8 +585,13 @@ class Engine:
             if isinstance(outcome, NoValidToken):
                 if self._fault("soft_filter_after_mask_dropped"):
                     # The bug: drop the mask and let the soft filters pick from the raw logits.
-                    fallback = sample(logits[b : b + 1], torch.from_numpy(self._ones[None, :].copy()), [params[b]],
-                                      generators=[self._generator(live, seq, "fallback")], raise_on_error=False)
+                    fallback = sample(
+                        logits[b : b + 1],
+                        torch.from_numpy(self._ones[None, :].copy()),
+                        [params[b]],
+                        generators=[self._generator(live, seq, "fallback")],
+                        raise_on_error=False,
+                    )
                     tok = fallback.outcomes()[0]
                     if not isinstance(tok, NoValidToken):
                         self._append(live, seq, int(tok), "sampled")
@@ -602,7 +646,9 @@ class Engine:
 
     # -- speculative decoding -----------------------------------------------------------------------
     def _target_probs(self, logits: torch.Tensor, row: np.ndarray, params: SamplingParams) -> torch.Tensor:
-        x = torch.nan_to_num(logits.to(torch.float64), nan=-math.inf, posinf=math.inf, neginf=-math.inf).clone()
+        x = torch.nan_to_num(
+            logits.to(torch.float64), nan=-math.inf, posinf=math.inf, neginf=-math.inf
+        ).clone()
         apply_token_bitmask(x, torch.from_numpy(np.array(row, dtype=np.int32)))
         top = x == math.inf
         if bool(top.any()):
@@ -645,7 +691,9 @@ class Engine:
         gen = self._generator(live, seq, "speculate")
         ctx = self._context(live, seq)
         drafts, q = (
-            self.draft.propose(ctx, k, live.params, gen, self._guide(seq)) if k else ([], torch.zeros((0, self.vocab_size)))
+            self.draft.propose(ctx, k, live.params, gen, self._guide(seq))
+            if k
+            else ([], torch.zeros((0, self.vocab_size)))
         )
         t1 = time.perf_counter()
         pending = self._pending(live, seq)
@@ -672,7 +720,17 @@ class Engine:
                 self._finish_seq(live, seq, "error", error=str(e))
                 return (t1 - t0 + time.perf_counter() - t2) * 1000, (t2 - t1) * 1000, 0.0
         self._emit(
-            TraceSpec(self.name, live.rid, seq.seq_id, self.step_no, ids_before, tuple(drafts), grammar_ok, accepted, probe)
+            TraceSpec(
+                self.name,
+                live.rid,
+                seq.seq_id,
+                self.step_no,
+                ids_before,
+                tuple(drafts),
+                grammar_ok,
+                accepted,
+                probe,
+            )
         )
         self.model.truncate_kv(seq.kv, base + accepted)
         if self._append_drafts(live, seq, drafts[:accepted], check) and not stop_hit:
@@ -694,8 +752,15 @@ class Engine:
             row = self._mask_row(seq) if check else self._ones
             masks.append(row)
             origin = seq.origin if i == 0 and seq.origin in ("new", "fork", "resume") else "speculative"
-            self._trace_mask(live, seq, row, logits[i], ids_before + tuple(drafts[:i]),
-                             tuple(seq.kv.tokens[: base + i]), origin)
+            self._trace_mask(
+                live,
+                seq,
+                row,
+                logits[i],
+                ids_before + tuple(drafts[:i]),
+                tuple(seq.kv.tokens[: base + i]),
+                origin,
+            )
             if i == k or not check:
                 continue
             if not isinstance(self._accept_into(seq, drafts[i]), Accepted):
@@ -704,8 +769,14 @@ class Engine:
         return masks, walked
 
     def _accept_by_probability(
-        self, live: _Live, drafts: list[int], q: torch.Tensor, logits: torch.Tensor, masks: list[np.ndarray],
-        grammar_ok: int, gen: torch.Generator,
+        self,
+        live: _Live,
+        drafts: list[int],
+        q: torch.Tensor,
+        logits: torch.Tensor,
+        masks: list[np.ndarray],
+        grammar_ok: int,
+        gen: torch.Generator,
     ) -> tuple[int, bool]:
         """Probability acceptance of the grammar-valid prefix (Leviathan et al. 2023, Algorithm 1):
         ``(drafts accepted, whether the last one accepted is a stop id)``."""
@@ -770,16 +841,27 @@ class Engine:
         else:
             z = logits.to(torch.float32)
             draw_params = live.params
-        result = sample(z[None, :].contiguous(), torch.from_numpy(row[None, :].copy()), [draw_params],
-                        generators=[self._generator(live, seq, "resample")], step=self.step_no,
-                        state_ids=[self._state_id(seq)], raise_on_error=False)
+        result = sample(
+            z[None, :].contiguous(),
+            torch.from_numpy(row[None, :].copy()),
+            [draw_params],
+            generators=[self._generator(live, seq, "resample")],
+            step=self.step_no,
+            state_ids=[self._state_id(seq)],
+            raise_on_error=False,
+        )
         outcome = result.outcomes()[0]
         if not isinstance(outcome, NoValidToken):
             self._append(live, seq, int(outcome), "resampled")
             return
         if self._fault("soft_filter_after_mask_dropped"):
-            fb = sample(logits[None, :].contiguous(), torch.from_numpy(self._ones[None, :].copy()),
-                        [live.params], generators=[self._generator(live, seq, "fallback")], raise_on_error=False)
+            fb = sample(
+                logits[None, :].contiguous(),
+                torch.from_numpy(self._ones[None, :].copy()),
+                [live.params],
+                generators=[self._generator(live, seq, "fallback")],
+                raise_on_error=False,
+            )
             tok = fb.outcomes()[0]
             if not isinstance(tok, NoValidToken):
                 self._append(live, seq, int(tok), "resampled")
@@ -808,10 +890,18 @@ class Engine:
             ok = isinstance(verdict, Accepted)
             if not ok and not reason:
                 reason = str(getattr(verdict, "reason", verdict))
-        self._emit(TraceToken(self.name, live.rid, seq.seq_id, self.step_no, ids_before, tok, how, ok, reason, seq.origin))
+        self._emit(
+            TraceToken(
+                self.name, live.rid, seq.seq_id, self.step_no, ids_before, tok, how, ok, reason, seq.origin
+            )
+        )
         if ok is False and not (how == "draft" and self._fault("spec_accept_without_grammar")):
-            self._finish_seq(live, seq, "error",
-                             error=f"backend rejected token {self.vocabulary.token_repr(tok)} it had allowed: {reason}")
+            self._finish_seq(
+                live,
+                seq,
+                "error",
+                error=f"backend rejected token {self.vocabulary.token_repr(tok)} it had allowed: {reason}",
+            )
             return
         seq.ids.append(tok)
         self.metrics.tokens += 1
@@ -836,9 +926,12 @@ class Engine:
     def _no_valid_token(self, live: _Live, seq: _Seq) -> None:
         """Finish ``seq`` ``constraint_violation``: the grammar left no token with a finite logit."""
         self._finish_seq(
-            live, seq, "constraint_violation",
+            live,
+            seq,
+            "constraint_violation",
             error=f"NO_VALID_TOKEN at step {self.step_no}, state {self._state_id(seq)}",
-            error_step=self.step_no, state_id=self._state_id(seq),
+            error_step=self.step_no,
+            state_id=self._state_id(seq),
         )
 
     def _delta(self, live: _Live, seq: _Seq, text: str) -> None:
@@ -847,14 +940,30 @@ class Engine:
             self._emit(TraceDelta(self.name, live.rid, seq.index, text))
 
     def _finish_seq(
-        self, live: _Live, seq: _Seq, reason: FinishReason, *, drop_last: bool = False, error: str | None = None,
-        error_step: int | None = None, state_id: str | None = None,
+        self,
+        live: _Live,
+        seq: _Seq,
+        reason: FinishReason,
+        *,
+        drop_last: bool = False,
+        error: str | None = None,
+        error_step: int | None = None,
+        state_id: str | None = None,
     ) -> None:
         text_ids = seq.ids[:-1] if drop_last else seq.ids
         data = self.vocabulary.decode(text_ids)
         valid = reason == "stop" and live.request.spec is not None
-        completion = Completion(seq.index, tuple(seq.ids), data.decode("utf-8", errors="replace"), reason, valid,
-                                seq.score, error, error_step, state_id)
+        completion = Completion(
+            seq.index,
+            tuple(seq.ids),
+            data.decode("utf-8", errors="replace"),
+            reason,
+            valid,
+            seq.score,
+            error,
+            error_step,
+            state_id,
+        )
         if seq in live.seqs:
             live.seqs.remove(seq)
         seq.kv = None

@@ -82,5 +82,6 @@ def transition(request_id: str, status: Status, event: Event) -> Status:
 def diagram() -> str:
     """The table as text, one transition a line (the module docstring shows it)."""
     return "\n".join(
-        f"{s.value:<10} --{e.value}-->{' ' * (10 - len(e.value))}{t.value}" for (s, e), t in TRANSITIONS.items()
+        f"{s.value:<10} --{e.value}-->{' ' * (10 - len(e.value))}{t.value}"
+        for (s, e), t in TRANSITIONS.items()
     )

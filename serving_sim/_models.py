@@ -37,7 +37,9 @@ class Model(Protocol):
 
     def new_kv(self) -> KVHandle: ...
 
-    def forward(self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]) -> list[torch.Tensor]:
+    def forward(
+        self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]
+    ) -> list[torch.Tensor]:
         """Feed ``new`` to each ``(kv, new)``; per row, float32 logits ``[n_out, V]`` of its last positions."""
         ...
 
@@ -133,7 +135,9 @@ class AdversarialModel:
     def new_kv(self) -> KVHandle:
         return KVHandle()
 
-    def forward(self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]) -> list[torch.Tensor]:
+    def forward(
+        self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]
+    ) -> list[torch.Tensor]:
         out: list[torch.Tensor] = []
         for (kv, new), n in zip(rows, n_out, strict=True):
             base = len(kv.tokens)
@@ -227,7 +231,9 @@ class TinyLlamaModel:
 
     name = "tiny-llama"
 
-    def __init__(self, vocab_size: int, seed: int = 0, *, layers: int = 2, hidden: int = 64, heads: int = 4) -> None:
+    def __init__(
+        self, vocab_size: int, seed: int = 0, *, layers: int = 2, hidden: int = 64, heads: int = 4
+    ) -> None:
         from transformers import LlamaConfig, LlamaForCausalLM
         from transformers.utils import logging as hf_logging
 
@@ -257,7 +263,9 @@ class TinyLlamaModel:
 
         return KVHandle([], DynamicCache(config=self.config))
 
-    def forward(self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]) -> list[torch.Tensor]:
+    def forward(
+        self, rows: Sequence[tuple[KVHandle, Sequence[int]]], n_out: Sequence[int]
+    ) -> list[torch.Tensor]:
         out: list[torch.Tensor] = []
         with torch.no_grad():
             for (kv, new), n in zip(rows, n_out, strict=True):

@@ -68,7 +68,9 @@ class SimulationReport:
 
 
 def _json_profile(backend: Backend) -> JsonProfile:
-    declared = getattr(getattr(backend, "profile", None), "json", None) or JsonProfile(allow_duplicate_keys=True)
+    declared = getattr(getattr(backend, "profile", None), "json", None) or JsonProfile(
+        allow_duplicate_keys=True
+    )
     if getattr(backend, "name", "") == "reference":
         # The reference implements any profile exactly; a short whitespace bound keeps outputs finishing.
         return dataclasses.replace(declared, whitespace=1)
@@ -112,7 +114,9 @@ def run_simulation(
             seed=seed,
         )
         mdl = _model(model, vocab, seed, i)
-        engines.append(Engine(mdl, backend, vocab, config, faults=active, observers=[checker], compile_cache=cache))
+        engines.append(
+            Engine(mdl, backend, vocab, config, faults=active, observers=[checker], compile_cache=cache)
+        )
     arrivals = make_workload(seed, requests, vocabs, chosen, max_tokens=max_tokens)
     t0 = time.perf_counter()
     handles, steps = _drive(engines, arrivals, max_steps)
@@ -147,7 +151,9 @@ def _model(kind: Literal["adversarial", "tiny-llama"], vocab: Any, seed: int, i:
     return AdversarialModel(vocab, seed=seed * 1000 + i)
 
 
-def _drive(engines: list[Engine], arrivals: Sequence[Arrival], max_steps: int) -> tuple[list[RequestHandle], int]:
+def _drive(
+    engines: list[Engine], arrivals: Sequence[Arrival], max_steps: int
+) -> tuple[list[RequestHandle], int]:
     """Step the engines until every request is done (or ``max_steps``): each step first submits the
     arrivals due, then the cancellations due and the preemptions whose request has made enough
     progress. ``(every handle, in submission order; steps taken)``."""
@@ -215,7 +221,9 @@ def _prefix_cache_stats(engines: list[Engine]) -> dict[str, float]:
 def _dist(d: dict[str, float], unit: str = "ms") -> str:
     if not d.get("n"):
         return "-"
-    return f"mean {d['mean']:.3f} p50 {d['p50']:.3f} p95 {d['p95']:.3f} max {d['max']:.3f} {unit} (n={d['n']})"
+    return (
+        f"mean {d['mean']:.3f} p50 {d['p50']:.3f} p95 {d['p95']:.3f} max {d['max']:.3f} {unit} (n={d['n']})"
+    )
 
 
 def format_report(report: SimulationReport, max_violations: int = 20) -> str:
@@ -228,7 +236,11 @@ def format_report(report: SimulationReport, max_violations: int = 20) -> str:
         f"seed={report.seed} model={report.model}",
         f"engines: {', '.join(report.engines)}",
         f"specs: {report.specs} in the workload"
-        + (f"; {len(report.skipped_specs)} skipped (the reference cannot compile them here)" if report.skipped_specs else ""),
+        + (
+            f"; {len(report.skipped_specs)} skipped (the reference cannot compile them here)"
+            if report.skipped_specs
+            else ""
+        ),
         f"requests: {report.submitted} submitted, {report.refused} refused at admission, "
         f"{report.unfinished} unfinished; outputs: "
         + (", ".join(f"{k} {v}" for k, v in m["finish_reasons"].items()) or "none"),
@@ -266,7 +278,10 @@ def format_report(report: SimulationReport, max_violations: int = 20) -> str:
         lines.append(f"VIOLATIONS: {total}")
         lines.append("  serving invariants: " + (", ".join(f"{k} {v}" for k, v in serving.items()) or "none"))
         if backend:
-            lines.append(f"  {report.backend} against the reference: " + ", ".join(f"{k} {v}" for k, v in backend.items()))
+            lines.append(
+                f"  {report.backend} against the reference: "
+                + ", ".join(f"{k} {v}" for k, v in backend.items())
+            )
         shown = sorted(report.violations, key=lambda v: v.invariant.startswith("backend:"))[:max_violations]
         for v in shown:
             lines.append("  " + str(v).replace("\n", "\n  "))

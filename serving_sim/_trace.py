@@ -121,5 +121,7 @@ class TraceCancel:
     request_id: str
 
 
-TraceEvent = Union[TraceAdmit, TraceCompile, TraceMask, TraceToken, TraceSpec, TraceDelta, TraceFinish, TraceCancel]
+TraceEvent = Union[
+    TraceAdmit, TraceCompile, TraceMask, TraceToken, TraceSpec, TraceDelta, TraceFinish, TraceCancel
+]
 Observer = Callable[[TraceEvent], None]

@@ -20,7 +20,14 @@ from refdecoder.sampler import SamplingParams
 
 from ._request import Request
 
-__all__ = ["Arrival", "candidate_specs", "available_specs", "permuted_vocabulary", "default_vocabularies", "make_workload"]
+__all__ = [
+    "Arrival",
+    "candidate_specs",
+    "available_specs",
+    "permuted_vocabulary",
+    "default_vocabularies",
+    "make_workload",
+]
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,9 @@ def make_workload(
     """``count`` arrivals over ``len(vocabularies)`` engines (at least the coverage block)."""
     rng = random.Random(seed)
     n_eng = len(vocabularies)
-    text_ids = [[i for i, b in enumerate(v.token_bytes) if b is not None and b.isascii()] for v in vocabularies]
+    text_ids = [
+        [i for i, b in enumerate(v.token_bytes) if b is not None and b.isascii()] for v in vocabularies
+    ]
 
     def prompt(e: int) -> tuple[int, ...]:
         ids = text_ids[e]
@@ -140,16 +149,28 @@ def make_workload(
     mt = max_tokens
     cover = [
         # beams (fork, reorder, beam KV), preempted mid-search (resume of every beam)
-        Arrival(0, 0, Request(prompt(0), pick(Choice, False), greedy, beam_width=3, max_tokens=mt), preempt_after=1),
+        Arrival(
+            0,
+            0,
+            Request(prompt(0), pick(Choice, False), greedy, beam_width=3, max_tokens=mt),
+            preempt_after=1,
+        ),
         Arrival(2, 0, Request(prompt(0), pick(JsonSchema), greedy, beam_width=3, max_tokens=mt)),
         # n > 1 (fork at admission), streamed, preempted (resume by replay)
-        Arrival(0, 0, Request(prompt(0), pick(Regex, False), hot, n=2, max_tokens=mt, stream=True), preempt_after=1),
+        Arrival(
+            0,
+            0,
+            Request(prompt(0), pick(Regex, False), hot, n=2, max_tokens=mt, stream=True),
+            preempt_after=1,
+        ),
         # speculation over multi-byte text (grammar and probability rejections, rollback), streamed
         Arrival(0, 0, Request(prompt(0), pick(Choice, True), hot, speculative=3, max_tokens=mt, stream=True)),
         Arrival(2, 0, Request(prompt(0), pick(Regex, True), hot, speculative=4, max_tokens=mt)),
         Arrival(1, last, Request(prompt(last), pick(Regex, False), greedy, speculative=3, max_tokens=mt)),
         # multi-byte stream (UTF-8 deltas), preempted
-        Arrival(1, 0, Request(prompt(0), pick(Choice, True), hot, max_tokens=mt, stream=True), preempt_after=1),
+        Arrival(
+            1, 0, Request(prompt(0), pick(Choice, True), hot, max_tokens=mt, stream=True), preempt_after=1
+        ),
         # the same spec on the other vocabulary (compile cache isolation)
         Arrival(1, last, Request(prompt(last), pick(Choice, False), hot, max_tokens=mt)),
         Arrival(3, last, Request(prompt(last), pick(Regex, False), greedy, beam_width=2, max_tokens=mt)),
@@ -179,8 +200,15 @@ def make_workload(
         if spec is None and rng.random() < 0.5:
             stop_ids = (rng.choice(text_ids[eng]),)
         req = Request(
-            prompt(eng), spec, _params(rng), n=n, beam_width=beam, max_tokens=limit, stop_ids=stop_ids,
-            stream=rng.random() < 0.6, speculative=spec_k,
+            prompt(eng),
+            spec,
+            _params(rng),
+            n=n,
+            beam_width=beam,
+            max_tokens=limit,
+            stop_ids=stop_ids,
+            stream=rng.random() < 0.6,
+            speculative=spec_k,
         )
         cancel = step + rng.randint(1, 6) if rng.random() < 0.1 else None
         preempt = rng.randint(1, 4) if rng.random() < 0.15 else None

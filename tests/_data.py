@@ -26,8 +26,14 @@ def require_shared(sub: str) -> Path:
     return p
 
 
-def dump_ws(value: Any, rng: random.Random, ws: str = " \t\n\r", max_gap: int = 3, reorder: bool = False,
-            ascii_only: bool = False) -> str:  # fmt: skip
+def dump_ws(
+    value: Any,
+    rng: random.Random,
+    ws: str = " \t\n\r",
+    max_gap: int = 3,
+    reorder: bool = False,
+    ascii_only: bool = False,
+) -> str:
     """Serialize with random legal whitespace in every gap (and optionally keys in another order)."""
 
     def gap() -> str:
@@ -40,8 +46,10 @@ def dump_ws(value: Any, rng: random.Random, ws: str = " \t\n\r", max_gap: int = 
                 items.reverse()
             if not items:
                 return "{" + gap() + "}"
-            body = ("," ).join(gap() + json.dumps(k, ensure_ascii=ascii_only) + gap() + ":" + gap() + enc(x) + gap()
-                               for k, x in items)  # fmt: skip
+            body = (",").join(
+                gap() + json.dumps(k, ensure_ascii=ascii_only) + gap() + ":" + gap() + enc(x) + gap()
+                for k, x in items
+            )
             return "{" + body + "}"
         if isinstance(v, list):
             if not v:
@@ -52,8 +60,9 @@ def dump_ws(value: Any, rng: random.Random, ws: str = " \t\n\r", max_gap: int = 
     return gap() + enc(value) + gap()
 
 
-def serializations(value: Any, *, reorder: bool, escapes: bool, whitespace: bool = True,
-                   seed: int = 0) -> list[str]:  # fmt: skip
+def serializations(
+    value: Any, *, reorder: bool, escapes: bool, whitespace: bool = True, seed: int = 0
+) -> list[str]:
     """Compact, pretty, random-whitespace, key-reordered and ASCII-escaped texts of one value."""
     rng = random.Random(seed)
     out = [json.dumps(value, separators=(",", ":"), ensure_ascii=False)]
@@ -106,7 +115,9 @@ def ratchet(name: str, status: dict[str, str], what: str, capsys: pytest.Capture
         return
     baseline = load_baseline(name)
     assert baseline, f"no baseline tests/baselines/{name}: run with MASKCERT_UPDATE_BASELINES=1"
-    regressed = [k for k, s in baseline.items() if s == "compiled" and k in status and status[k] != "compiled"]
+    regressed = [
+        k for k, s in baseline.items() if s == "compiled" and k in status and status[k] != "compiled"
+    ]
     assert not regressed, f"{what}: compiled in the baseline, no longer:\n" + "\n".join(
         f"{k}: {status[k]}" for k in regressed[:30]
     )

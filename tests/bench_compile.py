@@ -93,9 +93,10 @@ def test_bench_jsonschemabench_compile(benchmark: Any) -> None:
     )
     benchmark.extra_info["summary"] = {
         "reference": result["reference"]["compile"],
-        "engines": {n: {"compile": e["compile"], "ratio_compile": e["ratio_compile"]}
-                    for n, e in result["engines"].items()},  # fmt: skip
+        "engines": {
+            n: {"compile": e["compile"], "ratio_compile": e["ratio_compile"]}
+            for n, e in result["engines"].items()
+        },
     }
     print()
     print(format_table(result))
-

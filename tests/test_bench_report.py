@@ -28,20 +28,34 @@ def _masks() -> dict:
         "walks": 5,
         "reference": {"steps": {"count": 10, "median_ms": 2.0}, "cold": {"count": 2, "median_ms": 8.0}},
         "engines": {
-            "xgrammar": {"steps": {"count": 10, "median_ms": 0.5}, "reference_over_engine_median": 4.0,
-                         "disagreeing_steps": 2},
-            "llguidance": {"steps": {"count": 10, "median_ms": 1.0}, "reference_over_engine_median": math.nan,
-                           "disagreeing_steps": 0},
+            "xgrammar": {
+                "steps": {"count": 10, "median_ms": 0.5},
+                "reference_over_engine_median": 4.0,
+                "disagreeing_steps": 2,
+            },
+            "llguidance": {
+                "steps": {"count": 10, "median_ms": 1.0},
+                "reference_over_engine_median": math.nan,
+                "disagreeing_steps": 0,
+            },
         },
         "engine_errors": {"outlines-core": "ImportError('no')"},
-    }  # fmt: skip
+    }
     return {"tiny": result}
 
 
 def _compile() -> dict:
     def rec(median: float, compiled: int, **extra: object) -> dict:
-        return {"compiled": compiled, "refused": 0, "timeouts": 0, "errors": 0, "compile": _summary(median),
-                "first_mask": _summary(1.0), "ready": _summary(median + 1), **extra}  # fmt: skip
+        return {
+            "compiled": compiled,
+            "refused": 0,
+            "timeouts": 0,
+            "errors": 0,
+            "compile": _summary(median),
+            "first_mask": _summary(1.0),
+            "ready": _summary(median + 1),
+            **extra,
+        }
 
     return {
         "vocab": "tiny",
@@ -58,8 +72,18 @@ def _compile() -> dict:
 
 def _sampler() -> list[dict]:
     def row(op: str, impl: str, median: float) -> dict:
-        return {"op": op, "impl": impl, "batch": 8, "vocab": 32000, "threads": 1, "cold_ms": median,
-                "median_ms": median, "min_ms": median, "ratio": None, "ratio_min": None}  # fmt: skip
+        return {
+            "op": op,
+            "impl": impl,
+            "batch": 8,
+            "vocab": 32000,
+            "threads": 1,
+            "cold_ms": median,
+            "median_ms": median,
+            "min_ms": median,
+            "ratio": None,
+            "ratio_min": None,
+        }
 
     return [
         row("apply_token_bitmask", "maskcert", 0.3),
@@ -71,9 +95,17 @@ def _sampler() -> list[dict]:
 
 def _serving() -> dict:
     def rec(tps: float, mask_mean: float) -> dict:
-        return {"steps": 20, "tokens": 100, "wall_s": 1.0, "steps_per_s": 20.0, "tokens_per_s": tps,
-                "mask_ms_p50": mask_mean / 2, "mask_ms_mean": mask_mean, "mask_ms_p95": mask_mean * 2,
-                "violations": 0}  # fmt: skip
+        return {
+            "steps": 20,
+            "tokens": 100,
+            "wall_s": 1.0,
+            "steps_per_s": 20.0,
+            "tokens_per_s": tps,
+            "mask_ms_p50": mask_mean / 2,
+            "mask_ms_mean": mask_mean,
+            "mask_ms_p95": mask_mean * 2,
+            "violations": 0,
+        }
 
     return {
         "requests": 8,
@@ -142,8 +174,14 @@ def test_a_missing_part_is_not_run(missing: str) -> None:
 
 
 def test_skipped_failed_and_unreadable_parts() -> None:
-    g = gather({"masks": {"skipped": "no schemas"}, "compile": {"error": "boom"}, "sampler": None,
-                "serving": {"garbage": 1}})  # fmt: skip
+    g = gather(
+        {
+            "masks": {"skipped": "no schemas"},
+            "compile": {"error": "boom"},
+            "sampler": None,
+            "serving": {"garbage": 1},
+        }
+    )
     assert g["status"] == {
         "masks": "not run: no schemas",
         "compile": "failed: boom",
@@ -177,9 +215,13 @@ class HangsOrDies(ReferenceBackend):
 
 
 def test_compile_bench_outcomes_through_the_worker(tmp_path: Path) -> None:
-    schemas = {"a": {"type": "integer"}, "b": {"description": "hang"}, "c": {"type": "string"},
-               "d": {"description": "abort"}, "e": {"allOf": [{"contains": {"type": "integer"}},
-                                                               {"contains": {"type": "string"}}]}}  # fmt: skip
+    schemas = {
+        "a": {"type": "integer"},
+        "b": {"description": "hang"},
+        "c": {"type": "string"},
+        "d": {"description": "abort"},
+        "e": {"allOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string"}}]},
+    }
     (tmp_path / "cat").mkdir()
     for name, schema in schemas.items():
         (tmp_path / "cat" / f"{name}.json").write_text(json.dumps({"schema": schema}))
@@ -189,15 +231,23 @@ def test_compile_bench_outcomes_through_the_worker(tmp_path: Path) -> None:
 
     ref = result["reference"]
     assert {n: r["status"] for n, r in ref["schemas"].items()} == {
-        "cat/a": "compiled", "cat/b": "compiled", "cat/c": "compiled", "cat/d": "compiled", "cat/e": "refused",
-    }  # fmt: skip
+        "cat/a": "compiled",
+        "cat/b": "compiled",
+        "cat/c": "compiled",
+        "cat/d": "compiled",
+        "cat/e": "refused",
+    }
     a = ref["schemas"]["cat/a"]
     assert a["compile_ms"] > 0 and a["first_mask_ms"] > 0
     assert a["ready_ms"] == a["compile_ms"] + a["first_mask_ms"]
     engine = result["engines"][toy]
     assert {n: r["status"] for n, r in engine["schemas"].items()} == {
-        "cat/a": "compiled", "cat/b": "timeout", "cat/c": "compiled", "cat/d": "error", "cat/e": "refused",
-    }  # fmt: skip
+        "cat/a": "compiled",
+        "cat/b": "timeout",
+        "cat/c": "compiled",
+        "cat/d": "error",
+        "cat/e": "refused",
+    }
     assert engine["schemas"]["cat/b"]["note"] == "over 1.5s"
     assert engine["schemas"]["cat/d"]["note"].startswith("worker died (exit -6)")  # SIGABRT
     assert (engine["compiled"], engine["timeouts"], engine["errors"], engine["refused"]) == (2, 1, 1, 1)

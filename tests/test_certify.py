@@ -24,13 +24,26 @@ SMALL = [
     Case(SpecRef(SpecKind.REGEX, "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
     Case(SpecRef(SpecKind.CHOICE, ["yes", "yesno", "née"], "choices", "test"), valid=("yes", "née")),
     Case(
-        SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "integer"},
-                                "b": {"type": "string", "maxLength": 3}}, "required": ["a"]}, "object", "test"),
+        SpecRef(
+            SpecKind.JSON_SCHEMA,
+            {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}},
+                "required": ["a"],
+            },
+            "object",
+            "test",
+        ),
         valid=({"a": 1, "b": "é€😀"}, {"a": -20}),
         invalid=({"b": "x"}, {"a": 1, "b": "long"}),
-    ),  # fmt: skip
+    ),
     Case(
-        SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "unique", "test"),
+        SpecRef(
+            SpecKind.JSON_SCHEMA,
+            {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+            "unique",
+            "test",
+        ),
         valid=([1, 2],),
         invalid=([1, 1],),
     ),
@@ -127,12 +140,37 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_cli_writes_the_report_and_exits_by_severity(tmp_path: Path) -> None:
     schema = tmp_path / "s.json"
     schema.write_text(json.dumps({"type": "boolean"}))
-    code = main(["certify", "--backend", TOYS["eos"][1], "--tokenizer", "byte", "--schema", str(schema),
-                 "--examples", "1", "--in-process", "--out", str(tmp_path / "r")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--backend",
+            TOYS["eos"][1],
+            "--tokenizer",
+            "byte",
+            "--schema",
+            str(schema),
+            "--examples",
+            "1",
+            "--in-process",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 1
     assert load_report(tmp_path / "r" / "report.json")["findings"][0]["invariant"] == "eos"
-    code = main(["certify", "--tokenizer", "byte", "--regex", "[ab]{1,3}", "--examples", "1",
-                 "--out", str(tmp_path / "clean")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--tokenizer",
+            "byte",
+            "--regex",
+            "[ab]{1,3}",
+            "--examples",
+            "1",
+            "--out",
+            str(tmp_path / "clean"),
+        ]
+    )
     assert code == 0
 
 
@@ -151,7 +189,9 @@ def test_a_maskcert_bug_on_one_case_is_reported_and_the_rest_stands(
     monkeypatch.setattr(pc, "certify_case", broken_on_choices)
     report = certify(TOYS["eos"][0], tokenizers=[byte], corpus=(), cases=SMALL[:2], examples=1, out=tmp_path)
     assert report.exit_code == 3
-    assert len(report.data["internal_errors"]) == 1 and "a bug in maskcert" in report.data["internal_errors"][0]
+    assert (
+        len(report.data["internal_errors"]) == 1 and "a bug in maskcert" in report.data["internal_errors"][0]
+    )
     assert {f.spec.name for f in report.findings} == {"prefixes"}
     assert load_report(tmp_path / "report.json")["exit_code"] == 3
 
@@ -164,7 +204,9 @@ def test_a_serving_defect_reproduces_with_whole_masks(tmp_path: Path, byte: tm.V
     report = certify("llguidance", tokenizers=[byte], corpus=(), cases=[case], examples=0, out=tmp_path)
     hits = [f for f in report.findings if f.invariant == "rollback"]
     assert hits, [f.message for f in report.findings]
-    run = subprocess.run([sys.executable, str(tmp_path / hits[0].repro)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(tmp_path / hits[0].repro)], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 1 and "(as recorded)" in run.stdout, run.stdout + run.stderr
 
 

@@ -30,15 +30,26 @@ from props.contract.findings import SpecKind, SpecRef
 from props.corpus import Case
 
 OBJECT = Case(
-    SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-            "object", "test"),
+    SpecRef(
+        SpecKind.JSON_SCHEMA,
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        "object",
+        "test",
+    ),
     valid=({"a": 1},),
-)  # fmt: skip
+)
 RECURSIVE = Case(
-    SpecRef(SpecKind.JSON_SCHEMA, {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
-                            "$ref": "#/$defs/node"}, "recursive", "test"),
+    SpecRef(
+        SpecKind.JSON_SCHEMA,
+        {
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "$ref": "#/$defs/node",
+        },
+        "recursive",
+        "test",
+    ),
     valid=({"next": {}},),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +89,29 @@ def test_a_broken_hypothesis_jsonschema_makes_certify_fail_loudly(
 
 
 def test_certify_cli_prints_the_dependency_failure(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], fresh_strategies: None
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fresh_strategies: None,
 ) -> None:
     import hypothesis_jsonschema
 
     monkeypatch.setattr(hypothesis_jsonschema, "from_schema", _broken_from_schema)
     schema = tmp_path / "object.json"
     schema.write_text(json.dumps(OBJECT.spec.source), encoding="utf-8")
-    code = main(["certify", "--schema", str(schema), "--tokenizer", "byte", "--examples", "4",
-                 "--out", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--schema",
+            str(schema),
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 3
     assert "DependencyError" in capsys.readouterr().err
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
@@ -134,7 +159,9 @@ def test_version_ranges_are_judged_per_distribution() -> None:
 
 
 def test_dependency_error_names_versions_and_known_incompatibility() -> None:
-    e = DependencyError("hypothesis-jsonschema", "AttributeError: x", {"hypothesis": "6.170.17"}, ["id: summary"])
+    e = DependencyError(
+        "hypothesis-jsonschema", "AttributeError: x", {"hypothesis": "6.170.17"}, ["id: summary"]
+    )
     assert "hypothesis 6.170.17" in str(e) and "known incompatibility: id: summary" in str(e)
     unknown = DependencyError("dep", "boom", {"dep": None}, [])
     assert "dep not installed" in str(unknown) and "maskcert doctor" in str(unknown)
@@ -157,18 +184,54 @@ def test_the_real_broken_hypothesis_release_makes_certify_fail_loudly(tmp_path: 
     """Hypothesis 6.170.17 (a release known to break hypothesis-jsonschema 0.23.1) installed beside
     this install: certify exits 3 naming the known incompatibility, and doctor --strict exits 1."""
     target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
-                          "--target", str(target), "hypothesis==6.170.17"], capture_output=True, text=True)  # fmt: skip
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            "hypothesis==6.170.17",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if pip.returncode != 0:
         pytest.skip(f"cannot install hypothesis 6.170.17 here: {pip.stderr[-300:]}")
     env = {**os.environ, "PYTHONPATH": str(target)}
     schema = tmp_path / "object.json"
     schema.write_text(json.dumps(OBJECT.spec.source), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "maskcert.cli", "certify", "--schema", str(schema), "--tokenizer",
-                          "byte", "--examples", "4", "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "maskcert.cli",
+            "certify",
+            "--schema",
+            str(schema),
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "4",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert run.returncode == 3, run.stdout + run.stderr
     assert "hypothesis-6.170.10-many-more" in run.stderr and "6.170.17" in run.stderr
-    doctor = subprocess.run([sys.executable, "-m", "maskcert.cli", "doctor", "--strict"], capture_output=True,
-                            text=True, env=env, timeout=300)  # fmt: skip
+    doctor = subprocess.run(
+        [sys.executable, "-m", "maskcert.cli", "doctor", "--strict"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert doctor.returncode == 1 and "APPLIES" in doctor.stdout

@@ -84,12 +84,49 @@ def test_builtin_shape() -> None:
         assert c.valid and c.invalid and c.covers, c.name
         assert c.spec.corpus == "builtin"
     covered = {k for c in BUILTIN for k in c.covers}
-    for kw in ("type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
-               "propertyNames", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "items",
-               "prefixItems", "contains", "minContains", "maxContains", "minItems", "maxItems", "minLength",
-               "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-               "multipleOf", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$defs", "recursion",
-               "uniqueItems", "unevaluatedProperties", "backreference"):  # fmt: skip
+    for kw in (
+        "type",
+        "enum",
+        "const",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "dependentSchemas",
+        "items",
+        "prefixItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "$ref",
+        "$defs",
+        "recursion",
+        "uniqueItems",
+        "unevaluatedProperties",
+        "backreference",
+    ):
         assert kw in covered, kw
 
 
@@ -133,9 +170,10 @@ _scalars: st.SearchStrategy[Any] = (
 )
 _scalars = _scalars | st.floats(allow_nan=False, allow_infinity=False)
 _json = st.recursive(
-    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=10,
-)  # fmt: skip
+)
 _profiles = st.builds(
     JsonProfile,
     whitespace=st.sampled_from(["any", "none", 0, 1, 2, 5]),
@@ -355,8 +393,14 @@ def test_jsonschemabench_loads() -> None:
 
 def test_path_corpus(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text(json.dumps({"type": "integer"}))
-    (tmp_path / "b.json").write_text(json.dumps({"schema": {"type": "string"},
-                                                 "tests": [{"data": "x", "valid": True}, {"data": 1, "valid": False}]}))  # fmt: skip
+    (tmp_path / "b.json").write_text(
+        json.dumps(
+            {
+                "schema": {"type": "string"},
+                "tests": [{"data": "x", "valid": True}, {"data": 1, "valid": False}],
+            }
+        )
+    )
     (tmp_path / "g.gbnf").write_text('root ::= "a"+\n')
     (tmp_path / "r.regex").write_text("a|ab\n\n[0-9]+\n")
     (tmp_path / "notes.md").write_text("ignored")

@@ -240,17 +240,27 @@ def test_expand_ranges() -> None:
 def test_resolver_reports_what_does_not_resolve() -> None:
     citations, unreadable = scan("pkg/mod.py", EXAMPLE_SOURCE)
     problems = unreadable + resolve(citations, {"example": outline(EXAMPLE_DOC)})
-    assert [c.where for c in citations] == ["pkg/mod.py:1", "pkg/mod.py:1", "pkg/mod.py:2", "pkg/mod.py:3",
-                                            "pkg/mod.py:3", "pkg/mod.py:4", "pkg/mod.py:5", "pkg/mod.py:5",
-                                            "pkg/mod.py:6"]  # fmt: skip
-    assert sorted(problems) == sorted([
-        "pkg/mod.py:7: 'docs/example.md §x': cannot read the section number",
-        "pkg/mod.py:2: 'docs/example.md §9': docs/example.md has no section heading 9",
-        "pkg/mod.py:3: 'docs/example.md §2.4': section 2 of docs/example.md has no numbered item 4",
-        "pkg/mod.py:3: 'docs/example.md §1.1': section 1 of docs/example.md has no numbered item 1",
-        "pkg/mod.py:4: 'docs/missing.md §1': docs/missing.md does not exist",
-        "pkg/mod.py:6: 'docs/example.md §2.2–2.4': section 2 of docs/example.md has no numbered item 4",
-    ])  # fmt: skip
+    assert [c.where for c in citations] == [
+        "pkg/mod.py:1",
+        "pkg/mod.py:1",
+        "pkg/mod.py:2",
+        "pkg/mod.py:3",
+        "pkg/mod.py:3",
+        "pkg/mod.py:4",
+        "pkg/mod.py:5",
+        "pkg/mod.py:5",
+        "pkg/mod.py:6",
+    ]
+    assert sorted(problems) == sorted(
+        [
+            "pkg/mod.py:7: 'docs/example.md §x': cannot read the section number",
+            "pkg/mod.py:2: 'docs/example.md §9': docs/example.md has no section heading 9",
+            "pkg/mod.py:3: 'docs/example.md §2.4': section 2 of docs/example.md has no numbered item 4",
+            "pkg/mod.py:3: 'docs/example.md §1.1': section 1 of docs/example.md has no numbered item 1",
+            "pkg/mod.py:4: 'docs/missing.md §1': docs/missing.md does not exist",
+            "pkg/mod.py:6: 'docs/example.md §2.2–2.4': section 2 of docs/example.md has no numbered item 4",
+        ]
+    )
 
 
 def test_old_citations_are_reported() -> None:

@@ -90,8 +90,15 @@ def mutate(s: str, rng: random.Random, chars: str, n: int = 8) -> list[str]:
     return out
 
 
-def check(name: str, oracle: Callable[[str], bool], extra: list[str], chars: str, *, walks: int = 40,
-          dfa: CodepointDFA | None = None) -> int:  # fmt: skip
+def check(
+    name: str,
+    oracle: Callable[[str], bool],
+    extra: list[str],
+    chars: str,
+    *,
+    walks: int = 40,
+    dfa: CodepointDFA | None = None,
+) -> int:
     d = dfa if dfa is not None else format_dfa(name)
     assert d is not None
     rng = random.Random(name)
@@ -103,8 +110,20 @@ def check(name: str, oracle: Callable[[str], bool], extra: list[str], chars: str
 
 
 # -- JSON-Schema-Test-Suite ----------------------------------------------------------------------------
-SUITE_FORMATS = ["date", "time", "date-time", "duration", "email", "ipv4", "ipv6", "uuid", "uri",
-                 "uri-reference", "json-pointer", "hostname"]  # fmt: skip
+SUITE_FORMATS = [
+    "date",
+    "time",
+    "date-time",
+    "duration",
+    "email",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri",
+    "uri-reference",
+    "json-pointer",
+    "hostname",
+]
 
 
 def hostname_suite_deviation(data: str) -> str | None:
@@ -179,8 +198,10 @@ def time_oracle(s: str) -> bool:
 
 def test_date():
     rng = random.Random(1)
-    values = [f"{y:04d}-{m:02d}-{d:02d}" for y, m, d in
-              [(rng.randint(0, 9999), rng.randint(0, 13), rng.randint(0, 32)) for _ in range(400)]]  # fmt: skip
+    values = [
+        f"{y:04d}-{m:02d}-{d:02d}"
+        for y, m, d in [(rng.randint(0, 9999), rng.randint(0, 13), rng.randint(0, 32)) for _ in range(400)]
+    ]
     values += ["0000-02-29", "1900-02-29", "2000-02-29", "2004-02-29", "2100-02-29", "2400-02-29"]
     for y in (1, 4, 100, 400, 1900, 2000, 2023, 2024):
         for m in range(1, 13):
@@ -208,8 +229,10 @@ def test_time():
         values.append(f"{h:02d}:{mi:02d}:{sec:02d}{frac}{off}")
     for minute in range(0, 1440, 7):  # every leap second form, and one minute off
         loc = (23 * 60 + 59 + minute) % 1440
-        values += [f"{loc // 60:02d}:{loc % 60:02d}:60+{minute // 60:02d}:{minute % 60:02d}",
-                   f"{(loc + 1) % 1440 // 60:02d}:{(loc + 1) % 60:02d}:60-{minute // 60:02d}:{minute % 60:02d}"]  # fmt: skip
+        values += [
+            f"{loc // 60:02d}:{loc % 60:02d}:60+{minute // 60:02d}:{minute % 60:02d}",
+            f"{(loc + 1) % 1440 // 60:02d}:{(loc + 1) % 60:02d}:60-{minute // 60:02d}:{minute % 60:02d}",
+        ]
     check("time", time_oracle, values, "0123456789:.+-Zz6", walks=60)
     d = format_dfa("time")
     assert d is not None
@@ -224,7 +247,9 @@ def test_time():
 
 def test_date_time():
     rng = random.Random(3)
-    dates = [f"{rng.randint(0, 9999):04d}-{rng.randint(1, 12):02d}-{rng.randint(1, 31):02d}" for _ in range(100)]
+    dates = [
+        f"{rng.randint(0, 9999):04d}-{rng.randint(1, 12):02d}-{rng.randint(1, 31):02d}" for _ in range(100)
+    ]
     times = ["23:59:60Z", "15:59:60-08:00", "00:00:00.1+01:00", "12:30:00z", "23:59:60+00:01", "24:00:00Z"]
     values = [f"{d}{rng.choice('Tt ')}{t}" for d in dates for t in rng.sample(times, 2)]
 
@@ -266,7 +291,20 @@ def duration_oracle(s: str) -> bool:
 
 
 def test_duration():
-    values = ["P1Y2M3DT4H5M6S", "p1y", "PT1m", "P1W", "p2w", "P1Y2D", "PT1H2S", "P", "PT", "P1YT", "P0D", "pt36h"]
+    values = [
+        "P1Y2M3DT4H5M6S",
+        "p1y",
+        "PT1m",
+        "P1W",
+        "p2w",
+        "P1Y2D",
+        "PT1H2S",
+        "P",
+        "PT",
+        "P1YT",
+        "P0D",
+        "pt36h",
+    ]
     check("duration", duration_oracle, values, "0123456789PYMDTHSWpymdthsw", walks=60)
 
 
@@ -360,10 +398,25 @@ def email_oracle(s: str) -> bool:
 
 
 def test_email():
-    values = ['"a\\"b"@x.y', '""@a', "a.b@[1.2.3.004]", "a@[IPv6:1::2]", "a@[ipv6:1:2:3:4:5:6::]",
-              "a@[IPv6:1:2:3:4:5:6:7::]", "a@[IPv6::1.2.3.4]", "a@[IPv6:a:b:c:d::1.2.3.4]",
-              "a@[IPv6:a:b:c:d:e::1.2.3.4]", "a@[IPv6:1:2:3:4:5:6:1.2.3.4]", "a@b-c.d", "a@-b.c", "a@b-.c",
-              "x@[1.2.3]", "a..b@c", "é@x.y", "a@[IPv6:1:2:3:4:5:6:7:8]"]  # fmt: skip
+    values = [
+        '"a\\"b"@x.y',
+        '""@a',
+        "a.b@[1.2.3.004]",
+        "a@[IPv6:1::2]",
+        "a@[ipv6:1:2:3:4:5:6::]",
+        "a@[IPv6:1:2:3:4:5:6:7::]",
+        "a@[IPv6::1.2.3.4]",
+        "a@[IPv6:a:b:c:d::1.2.3.4]",
+        "a@[IPv6:a:b:c:d:e::1.2.3.4]",
+        "a@[IPv6:1:2:3:4:5:6:1.2.3.4]",
+        "a@b-c.d",
+        "a@-b.c",
+        "a@b-.c",
+        "x@[1.2.3]",
+        "a..b@c",
+        "é@x.y",
+        "a@[IPv6:1:2:3:4:5:6:7:8]",
+    ]
     check("email", email_oracle, values, 'a0.@"\\[]:-IPv6 é', walks=80)
 
 
@@ -416,14 +469,20 @@ def uuid_oracle(s: str) -> bool:
 def test_uuid():
     rng = random.Random(6)
     values = [str(uuidlib.UUID(int=rng.getrandbits(128))) for _ in range(50)]
-    values += [v.upper() for v in values[:10]] + ["{" + values[0] + "}", "urn:uuid:" + values[1], values[2].replace("-", "")]
+    values += [v.upper() for v in values[:10]] + [
+        "{" + values[0] + "}",
+        "urn:uuid:" + values[1],
+        values[2].replace("-", ""),
+    ]
     check("uuid", uuid_oracle, values, "0123456789abcdefABCDEF-g{}", walks=30)
 
 
 def hostname_oracle(s: str) -> bool:
     if not s.isascii() or not 1 <= len(s) <= 253:
         return False
-    return all(re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label) for label in s.split("."))
+    return all(
+        re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label) for label in s.split(".")
+    )
 
 
 def test_hostname():
@@ -465,8 +524,21 @@ def uri_oracle(rule: str) -> Callable[[str], bool]:
 
 
 def test_uri():
-    values = ["http://[::ffff:1.2.3.4]/", "http://[::ffff:01.2.3.4]/", "http://[v1.x]/", "http://[V1.x]/",
-              "a:", "a:/b", "a://u:p@h:80/p?q#f", "a://h:x", "a:%4", "a:%41", "1a:b", "a:b c", "a:#%zz"]  # fmt: skip
+    values = [
+        "http://[::ffff:1.2.3.4]/",
+        "http://[::ffff:01.2.3.4]/",
+        "http://[v1.x]/",
+        "http://[V1.x]/",
+        "a:",
+        "a:/b",
+        "a://u:p@h:80/p?q#f",
+        "a://h:x",
+        "a:%4",
+        "a:%41",
+        "1a:b",
+        "a:b c",
+        "a:#%zz",
+    ]
     check("uri", uri_oracle("URI"), values, "a:/?#[]@%1.V", walks=80)
 
 
@@ -513,7 +585,7 @@ def test_json_string_views_of_formats(name, capsys):
     for _ in range(20):
         s = sample(d, rng)
         assert j.accepts(json.dumps(s).encode()) and j.accepts(json.dumps(s, ensure_ascii=False).encode())
-        assert j.accepts(("\"" + "".join(f"\\u{ord(c):04x}" for c in s) + "\"").encode())
+        assert j.accepts(('"' + "".join(f"\\u{ord(c):04x}" for c in s) + '"').encode())
         for m in mutate(s, rng, "0aZ:-/\n"):
             assert j.accepts(json.dumps(m).encode()) == d.accepts(m)
     with capsys.disabled():

@@ -235,7 +235,17 @@ def test_to_utf8_accepts_exactly_the_encodings(p, strings, blobs):
 
 def test_to_utf8_rejects_invalid_prefixes():
     b = CodepointDFA.any_string().to_utf8()
-    for bad in (b"\xc0", b"\xc1", b"\xe0\x80", b"\xed\xa0", b"\xf0\x80", b"\xf4\x90", b"\xf5", b"\xff", b"\x80"):
+    for bad in (
+        b"\xc0",
+        b"\xc1",
+        b"\xe0\x80",
+        b"\xed\xa0",
+        b"\xf0\x80",
+        b"\xf4\x90",
+        b"\xf5",
+        b"\xff",
+        b"\x80",
+    ):
         state = b.start()
         for byte in bad:
             nxt = b.step(state, byte)
@@ -272,7 +282,16 @@ def json_string_oracle(data: bytes, a: CodepointDFA, unicode_escapes: bool) -> b
 
 def encode_mixed(s: str, rng: random.Random, unicode_escapes: bool = True) -> str:
     """A JSON literal of ``s`` with each character written in a random legal way."""
-    short = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    short = {
+        '"': '\\"',
+        "\\": "\\\\",
+        "/": "\\/",
+        "\b": "\\b",
+        "\f": "\\f",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+    }
     out = ['"']
     for ch in s:
         c = ord(ch)
@@ -325,7 +344,13 @@ def test_to_json_string_agrees_with_json_loads(unicode_escapes, p, strings, rng)
         cands.append(encode_mixed(s, rng, unicode_escapes).encode())
         cands.append(encode_mixed(s, rng, True).encode())
     cands += [m for c in list(cands) for m in byte_mutations(c, rng, 3)]
-    cands += [b'"\\ud800"', b'"\\udc00\\ud800"', b'"\\ud83d\\ude00"', b'"\\uD83D\\uDE00"', b'"\x7f\xe2\x80\xa8"']
+    cands += [
+        b'"\\ud800"',
+        b'"\\udc00\\ud800"',
+        b'"\\ud83d\\ude00"',
+        b'"\\uD83D\\uDE00"',
+        b'"\x7f\xe2\x80\xa8"',
+    ]
     for data in cands:
         assert b.accepts(data) == json_string_oracle(data, a, unicode_escapes), (p, data, unicode_escapes)
     assert_trim(b)
@@ -354,8 +379,11 @@ def test_any_string_byte_views_are_small_and_fast():
     u = a.to_utf8()
     # Fast because the construction stays small: each view is built within a budget of the states it
     # may visit (max_states; LimitExceeded past it), the same bounds as the sizes below.
-    tight = [a.to_json_string(max_states=40), a.to_json_string(unicode_escapes=False, max_states=20),
-             a.to_utf8(max_states=10)]  # fmt: skip
+    tight = [
+        a.to_json_string(max_states=40),
+        a.to_json_string(unicode_escapes=False, max_states=20),
+        a.to_utf8(max_states=10),
+    ]
     assert [b.num_states for b in tight] == [j.num_states, j2.num_states, u.num_states]
     assert j.num_states <= 40 and j2.num_states <= 20 and u.num_states <= 10
     for b in (j, j2, u):

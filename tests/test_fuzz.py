@@ -72,13 +72,25 @@ def toy_properties(ctx: TargetContext) -> list[Property]:
             want = bits(tg, state)
             got = _toy_masks(tg, prefix, state)
             for t in np.flatnonzero(got != want).tolist():
-                raise FindingFailure([Finding(
-                    invariant=Invariant.EOS if t in tg.eos_ids else Invariant.SOUNDNESS, backend="toy", backend_version="0",
-                    spec=ref, tokenizer=vocab.name, tokenizer_fingerprint=vocab.fingerprint,
-                    prefix_ids=tuple(ids), token_id=t, token_bytes=tg.token_bytes(t),
-                    backend_verdict="allowed", reference_verdict="masked", message="toy mask allows too much",
-                    prefix_bytes=prefix,
-                )])  # fmt: skip
+                raise FindingFailure(
+                    [
+                        Finding(
+                            invariant=Invariant.EOS if t in tg.eos_ids else Invariant.SOUNDNESS,
+                            backend="toy",
+                            backend_version="0",
+                            spec=ref,
+                            tokenizer=vocab.name,
+                            tokenizer_fingerprint=vocab.fingerprint,
+                            prefix_ids=tuple(ids),
+                            token_id=t,
+                            token_bytes=tg.token_bytes(t),
+                            backend_verdict="allowed",
+                            reference_verdict="masked",
+                            message="toy mask allows too much",
+                            prefix_bytes=prefix,
+                        )
+                    ]
+                )
             text_ids = [t for t in np.flatnonzero(want).tolist() if t not in tg.eos_ids]
             if not text_ids:
                 return
@@ -95,7 +107,13 @@ TOY_DEFECTS = {("soundness", b"!"), ("eos", None)}
 
 
 def toy_config(tmp: Path, **kw: object) -> CampaignConfig:
-    values: dict[str, object] = {"target": TOY, "budget_s": 2.0, "out_dir": str(tmp / "out"), "seed": 1, "progress": False}
+    values: dict[str, object] = {
+        "target": TOY,
+        "budget_s": 2.0,
+        "out_dir": str(tmp / "out"),
+        "seed": 1,
+        "progress": False,
+    }
     values.update(kw)
     return CampaignConfig(**values)  # type: ignore[arg-type]
 
@@ -143,7 +161,9 @@ def test_bad_options_exit_2(tmp_path, capsys, argv, message):
 
 def test_db_that_is_a_file_exits_2(tmp_path, capsys):
     (tmp_path / "db").write_text("x")
-    assert cli_main(["fuzz", "--target", "sampler", "--db", str(tmp_path / "db"), "--out", str(tmp_path)]) == 2
+    assert (
+        cli_main(["fuzz", "--target", "sampler", "--db", str(tmp_path / "db"), "--out", str(tmp_path)]) == 2
+    )
     assert "--db" in capsys.readouterr().err
 
 
@@ -165,9 +185,12 @@ def test_campaign_finds_records_and_replays_first(tmp_path):
     assert second.events[0].phase == "reuse", second.events
     replayed = {e.id for e in second.events if e.phase == "reuse"}
     assert replayed <= {f.id for f in first.findings}
-    assert second.new_ids == [] and lines(path) == [json.dumps(f.to_json(), ensure_ascii=True, sort_keys=True)
-                                                    for f in on_file]  # fmt: skip
-    assert any(e.phase == "explore" for e in second.events) or second.examples > len(replayed), "no exploration"
+    assert second.new_ids == [] and lines(path) == [
+        json.dumps(f.to_json(), ensure_ascii=True, sort_keys=True) for f in on_file
+    ]
+    assert any(e.phase == "explore" for e in second.events) or second.examples > len(replayed), (
+        "no exploration"
+    )
 
 
 def test_two_workers_share_one_database(tmp_path):
@@ -188,10 +211,28 @@ def test_sigterm_keeps_every_finding(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "maskcert.cli", "fuzz", "--target", TOY, "--budget", "120s", "--workers", "2",
-         "--out", str(out), "--seed", "7"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "maskcert.cli",
+            "fuzz",
+            "--target",
+            TOY,
+            "--budget",
+            "120s",
+            "--workers",
+            "2",
+            "--out",
+            str(out),
+            "--seed",
+            "7",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     path = out / "findings.jsonl"
     try:
         deadline = time.monotonic() + 60
@@ -215,7 +256,9 @@ def test_sigterm_keeps_every_finding(tmp_path):
     assert "stopped by a signal" in stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'maskcert[ray]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'maskcert[ray]')"
+)
 def test_ray_campaign_end_to_end(tmp_path):
     result = run_campaign(toy_config(tmp_path, cluster="local", workers=2, budget_s=20.0))
     assert not result.errors, result.errors
@@ -238,10 +281,20 @@ def test_sampler_target_catches_a_broken_bitmask(tmp_path, monkeypatch):
         return real(logits, bm, indices)
 
     monkeypatch.setattr(sampler, "apply_token_bitmask", drops_the_last_word)
-    result = run_campaign(CampaignConfig(target="sampler", budget_s=2.0, out_dir=str(tmp_path), seed=3,
-                                         progress=False, properties=("sampler/apply*",)))  # fmt: skip
+    result = run_campaign(
+        CampaignConfig(
+            target="sampler",
+            budget_s=2.0,
+            out_dir=str(tmp_path),
+            seed=3,
+            progress=False,
+            properties=("sampler/apply*",),
+        )
+    )
     assert {f.invariant for f in result.findings} == {"soundness"}, result.errors
-    assert all(f.backend == "reference" and f.spec.name == "sampler:apply_token_bitmask" for f in result.findings)
+    assert all(
+        f.backend == "reference" and f.spec.name == "sampler:apply_token_bitmask" for f in result.findings
+    )
 
 
 def test_reference_masks_catch_a_broken_fast_path(tmp_path, monkeypatch):
@@ -253,17 +306,33 @@ def test_reference_masks_catch_a_broken_fast_path(tmp_path, monkeypatch):
         return m
 
     monkeypatch.setattr(TokenGrammar, "mask", leaky)
-    result = run_campaign(CampaignConfig(target="reference", budget_s=3.0, out_dir=str(tmp_path), seed=3,
-                                         progress=False, properties=("reference/masks",), tokenizers=("byte",)))  # fmt: skip
+    result = run_campaign(
+        CampaignConfig(
+            target="reference",
+            budget_s=3.0,
+            out_dir=str(tmp_path),
+            seed=3,
+            progress=False,
+            properties=("reference/masks",),
+            tokenizers=("byte",),
+        )
+    )
     assert result.findings, result.errors
     assert {f.invariant for f in result.findings} <= {"soundness", "eos"}
     assert all(f.token_id == 5 and f.backend == "reference" for f in result.findings)
 
 
 def test_reference_target_is_clean_and_covers_keywords(tmp_path):
-    result = run_campaign(CampaignConfig(target="reference", budget_s=4.5, out_dir=str(tmp_path), seed=11,
-                                         progress=False, properties=("reference/jsonschema", "reference/regex",
-                                                                     "reference/gbnf")))  # fmt: skip
+    result = run_campaign(
+        CampaignConfig(
+            target="reference",
+            budget_s=4.5,
+            out_dir=str(tmp_path),
+            seed=11,
+            progress=False,
+            properties=("reference/jsonschema", "reference/regex", "reference/gbnf"),
+        )
+    )
     assert not result.findings and not result.errors, (result.findings, result.errors)
     assert len(result.coverage.get("keyword", {})) >= 5
     assert {"soundness", "completeness_byte"} <= set(result.coverage.get("invariant", {}))
@@ -276,7 +345,14 @@ def faulty_serving(ctx: TargetContext) -> list[Property]:
 
 
 def test_serving_target_catches_an_injected_fault(tmp_path):
-    result = run_campaign(CampaignConfig(target="tests.test_fuzz:faulty_serving", budget_s=3.0,
-                                         out_dir=str(tmp_path), seed=0, progress=False))  # fmt: skip
+    result = run_campaign(
+        CampaignConfig(
+            target="tests.test_fuzz:faulty_serving",
+            budget_s=3.0,
+            out_dir=str(tmp_path),
+            seed=0,
+            progress=False,
+        )
+    )
     assert "eos" in {f.invariant for f in result.findings}, (result.findings, result.errors)
     assert all("eos_always_allowed" in f.message for f in result.findings)

@@ -458,7 +458,9 @@ def sample_results() -> dict[str, str]:
     return out
 
 
-def test_samples_ratchet_against_baseline(sample_results: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_samples_ratchet_against_baseline(
+    sample_results: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     ratchet("gbnf.json", sample_results, "GBNF sample grammars", capsys)
 
 

@@ -31,7 +31,21 @@ def verdict(g: refdecoder.Grammar, text: str) -> bool:
 
 
 # -- RFC 8259 texts ------------------------------------------------------------------------------
-NUMBERS_OK = ["0", "-0", "1", "-1", "10", "1.5", "0.5", "1e5", "1E5", "1e+5", "1E-5", "-0.0e0", "123456789012345678901234567890"]
+NUMBERS_OK = [
+    "0",
+    "-0",
+    "1",
+    "-1",
+    "10",
+    "1.5",
+    "0.5",
+    "1e5",
+    "1E5",
+    "1e+5",
+    "1E-5",
+    "-0.0e0",
+    "123456789012345678901234567890",
+]
 NUMBERS_BAD = ["01", ".5", "1.", "+1", "1e", "1e+", "-", "--1", "0x1", "1.e5", "NaN", "Infinity", "1 2"]
 
 
@@ -66,7 +80,15 @@ def test_unconstrained_number_dfa_equals_the_number_lexeme(text: str) -> None:
     assert (d is not None and dfa.is_final(d)) == (x is not None and lex.is_final(x)), text
 
 
-STRINGS_OK = ['""', '"a"', '"\\u00e9"', '"\\uD83D\\uDE00"', '"\\ud83d\\ude00"', '"\\n\\t\\"\\\\\\/\\b\\f\\r"', '"é😀中"']
+STRINGS_OK = [
+    '""',
+    '"a"',
+    '"\\u00e9"',
+    '"\\uD83D\\uDE00"',
+    '"\\ud83d\\ude00"',
+    '"\\n\\t\\"\\\\\\/\\b\\f\\r"',
+    '"é😀中"',
+]
 STRINGS_BAD = ['"', '"\\x"', '"\\u12"', '"\\uD83D"', '"\\uDE00"', '"a\nb"', "'a'", '"\\U00000041"', '"\x01"']
 
 
@@ -82,7 +104,7 @@ def test_strings_rejected(text: str) -> None:
 
 def test_true_false_schemas() -> None:
     t, f = compile_(True), compile_(False)
-    for text in ['null', '1', '"x"', '[1,{"a":[]}]', ' {"a" : true} ']:
+    for text in ["null", "1", '"x"', '[1,{"a":[]}]', ' {"a" : true} ']:
         assert verdict(t, text)
         assert not verdict(f, text)
     assert f.initial().is_dead
@@ -94,35 +116,85 @@ CASES: list[tuple[dict[str, Any], list[Any]]] = [
     ({"type": "integer"}, [1, 1.0, 1.5, -0.0, 10**20, "1"]),
     ({"type": ["string", "null"]}, [None, "a", 1]),
     ({"enum": [1, "a", None, [1, 2], {"k": 1}]}, [1, 1.0, "a", None, [1, 2], [2, 1], {"k": 1}, {"k": 2}, {}]),
-    ({"const": {"a": [1, {"b": None}], "c": "d"}}, [{"a": [1, {"b": None}], "c": "d"}, {"c": "d", "a": [1, {"b": None}]}, {"a": [1]}]),
+    (
+        {"const": {"a": [1, {"b": None}], "c": "d"}},
+        [{"a": [1, {"b": None}], "c": "d"}, {"c": "d", "a": [1, {"b": None}]}, {"a": [1]}],
+    ),
     ({"minimum": 2, "exclusiveMaximum": 5}, [1, 2, 4.999, 5, 2e0, "x"]),
     ({"multipleOf": 0.5}, [1, 1.5, 1.25, 0, -2.5]),
     ({"minLength": 2, "maxLength": 3}, ["a", "ab", "abc", "abcd", "😀😀", 5]),
     ({"pattern": "^a[0-9]+$"}, ["a1", "a12", "ab", "xa1", 3]),
     ({"pattern": "b"}, ["abc", "b", "ac"]),
-    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]},
-     [{"a": 1}, {"a": 1, "b": "x"}, {"b": "x"}, {"a": "1"}, {"a": 1, "c": None}]),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a"],
+        },
+        [{"a": 1}, {"a": 1, "b": "x"}, {"b": "x"}, {"a": "1"}, {"a": 1, "c": None}],
+    ),
     ({"type": "object", "properties": {"a": {}}, "additionalProperties": False}, [{}, {"a": 1}, {"b": 1}]),
-    ({"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
-     [{"x1": 1}, {"x1": "a"}, {"y": "a"}, {"y": 1}, {"x": 1, "y": "s"}]),
+    (
+        {
+            "type": "object",
+            "patternProperties": {"^x": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+        [{"x1": 1}, {"x1": "a"}, {"y": "a"}, {"y": 1}, {"x": 1, "y": "s"}],
+    ),
     ({"propertyNames": {"maxLength": 2}}, [{"ab": 1}, {"abc": 1}, {}]),
     ({"minProperties": 1, "maxProperties": 2}, [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}]),
     ({"dependentRequired": {"a": ["b"]}}, [{"a": 1}, {"a": 1, "b": 2}, {"b": 1}, {}]),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}, [[], [1], [1, 2, 3], [1, 2, 3, 4], [1, "a"]]),
-    ({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False}, [["a", 1], ["a"], ["a", 1, 2], [1, "a"], []]),
-    ({"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3}, [[1], [1, 2], ["a", 1, "b", 2], [1, 2, 3, 4], []]),
+    (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        [[], [1], [1, 2, 3], [1, 2, 3, 4], [1, "a"]],
+    ),
+    (
+        {"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        [["a", 1], ["a"], ["a", 1, 2], [1, "a"], []],
+    ),
+    (
+        {"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3},
+        [[1], [1, 2], ["a", 1, "b", 2], [1, 2, 3, 4], []],
+    ),
     ({"anyOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5, 1.5, "x"]),
     ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 2.5, 3, 1.5]),
     ({"oneOf": [{"multipleOf": 5}, {"multipleOf": 3}]}, [15, 3, 5, 7]),
-    ({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 3}}}]}, [{"a": 3}, {"a": 2}, {"a": 3.5}]),
+    (
+        {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"a": {"minimum": 3}}}]},
+        [{"a": 3}, {"a": 2}, {"a": 3.5}],
+    ),
     ({"not": {"type": "string"}}, ["a", 1, None, [], {}]),
     ({"not": {"required": ["a"]}}, [{"a": 1}, {"b": 1}, {}]),
-    ({"if": {"properties": {"k": {"const": 1}}, "required": ["k"]}, "then": {"required": ["x"]}, "else": {"required": ["y"]}},
-     [{"k": 1, "x": 0}, {"k": 1, "y": 0}, {"k": 2, "y": 0}, {"y": 0}, {"x": 0}]),
-    ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
-                         "additionalProperties": False}}, "$ref": "#/$defs/node"},
-     [{}, {"v": 1, "next": {"v": 2, "next": {}}}, {"next": {"w": 1}}]),
-    ({"$id": "http://x.test/root", "$defs": {"a": {"$anchor": "A", "type": "integer"}}, "items": {"$ref": "#A"}}, [[1, 2], [1, "a"]]),
+    (
+        {
+            "if": {"properties": {"k": {"const": 1}}, "required": ["k"]},
+            "then": {"required": ["x"]},
+            "else": {"required": ["y"]},
+        },
+        [{"k": 1, "x": 0}, {"k": 1, "y": 0}, {"k": 2, "y": 0}, {"y": 0}, {"x": 0}],
+    ),
+    (
+        {
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}},
+                    "additionalProperties": False,
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+        [{}, {"v": 1, "next": {"v": 2, "next": {}}}, {"next": {"w": 1}}],
+    ),
+    (
+        {
+            "$id": "http://x.test/root",
+            "$defs": {"a": {"$anchor": "A", "type": "integer"}},
+            "items": {"$ref": "#A"},
+        },
+        [[1, 2], [1, "a"]],
+    ),
 ]
 
 
@@ -174,8 +246,11 @@ def test_unicode_escapes_profile() -> None:
 
 def test_many_properties_any_order_do_not_explode() -> None:
     n = 40
-    schema = {"properties": {f"k{i}": {"type": "integer"} for i in range(n)}, "required": [f"k{i}" for i in range(n)],
-              "additionalProperties": False}  # fmt: skip
+    schema = {
+        "properties": {f"k{i}": {"type": "integer"} for i in range(n)},
+        "required": [f"k{i}" for i in range(n)],
+        "additionalProperties": False,
+    }
     g = compile_(schema)
     value = {f"k{i}": i for i in reversed(range(n))}
     assert verdict(g, json.dumps(value))
@@ -195,7 +270,13 @@ def test_refusals_name_keyword_and_pointer() -> None:
 
 
 def test_malformed_schema_is_a_spec_error() -> None:
-    for bad in [{"type": "nope"}, {"minLength": -1}, {"required": "a"}, {"multipleOf": 0}, {"properties": []}]:
+    for bad in [
+        {"type": "nope"},
+        {"minLength": -1},
+        {"required": "a"},
+        {"multipleOf": 0},
+        {"properties": []},
+    ]:
         with pytest.raises(SpecError):
             compile_(bad)
 
@@ -219,8 +300,12 @@ def test_fingerprint_ignores_key_order_and_whitespace() -> None:
 
 # -- prefix exactness ---------------------------------------------------------------------------------
 PREFIX_SCHEMAS = [
-    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}, "n": {"type": "integer", "minimum": 10}},
-     "required": ["name"], "additionalProperties": False},
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 3}, "n": {"type": "integer", "minimum": 10}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
     {"type": "array", "prefixItems": [{"enum": ["ab", "ac"]}], "items": {"type": "boolean"}, "maxItems": 2},
     {"anyOf": [{"type": "string", "pattern": "^x+$"}, {"type": "number", "maximum": -1}]},
 ]
@@ -256,27 +341,59 @@ def test_prefix_exactness(schema: dict[str, Any], data: st.DataObject) -> None:
 
 
 # -- random schemas vs jsonschema ---------------------------------------------------------------------
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([0.5, 2.5, -1.5]), st.sampled_from(["", "a", "ab", "é"]))
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.sampled_from([0.5, 2.5, -1.5]),
+    st.sampled_from(["", "a", "ab", "é"]),
+)
 
 
 def _schemas() -> st.SearchStrategy[dict[str, Any]]:
     leaf = st.one_of(
-        st.builds(lambda t: {"type": t}, st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])),
+        st.builds(
+            lambda t: {"type": t},
+            st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"]),
+        ),
         st.builds(lambda v: {"const": v}, SCALARS),
         st.builds(lambda vs: {"enum": vs}, st.lists(SCALARS, min_size=1, max_size=3)),
-        st.builds(lambda lo, hi: {"type": "integer", "minimum": lo, "maximum": hi}, st.integers(-3, 3), st.integers(-3, 5)),
+        st.builds(
+            lambda lo, hi: {"type": "integer", "minimum": lo, "maximum": hi},
+            st.integers(-3, 3),
+            st.integers(-3, 5),
+        ),
         st.builds(lambda m: {"multipleOf": m}, st.sampled_from([2, 3, 0.5])),
-        st.builds(lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": hi}, st.integers(0, 2), st.integers(0, 3)),
-        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "x|y"])),
+        st.builds(
+            lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": hi},
+            st.integers(0, 2),
+            st.integers(0, 3),
+        ),
+        st.builds(
+            lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "x|y"])
+        ),
     )
 
     def extend(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
         props = st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=2)
         return st.one_of(
-            st.builds(lambda p, r, ap: {"type": "object", "properties": p, "required": sorted(set(r) & set(p)),
-                                        "additionalProperties": ap},  # fmt: skip
-                      props, st.lists(st.sampled_from(["a", "b"]), max_size=2), st.one_of(st.booleans(), inner)),
-            st.builds(lambda i, lo, hi: {"type": "array", "items": i, "minItems": lo, "maxItems": hi}, inner, st.integers(0, 1), st.integers(1, 3)),
+            st.builds(
+                lambda p, r, ap: {
+                    "type": "object",
+                    "properties": p,
+                    "required": sorted(set(r) & set(p)),
+                    "additionalProperties": ap,
+                },
+                props,
+                st.lists(st.sampled_from(["a", "b"]), max_size=2),
+                st.one_of(st.booleans(), inner),
+            ),
+            st.builds(
+                lambda i, lo, hi: {"type": "array", "items": i, "minItems": lo, "maxItems": hi},
+                inner,
+                st.integers(0, 1),
+                st.integers(1, 3),
+            ),
             st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=2)),
             st.builds(lambda xs: {"allOf": xs}, st.lists(inner, min_size=1, max_size=2)),
             st.builds(lambda x: {"not": x}, leaf),
@@ -286,7 +403,13 @@ def _schemas() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _mutations(text: str) -> list[str]:
-    out = [text[:-1], text + "0", text.replace(":", ":[", 1), text.replace('"', "", 1), text.replace("1", "2", 1)]
+    out = [
+        text[:-1],
+        text + "0",
+        text.replace(":", ":[", 1),
+        text.replace('"', "", 1),
+        text.replace("1", "2", 1),
+    ]
     return [t for t in out if t != text]
 
 
@@ -301,7 +424,15 @@ def test_random_schemas_agree_with_jsonschema(schema: dict[str, Any], data: st.D
         assume(False)
         return
     validator = jsonschema.Draft202012Validator(schema)
-    values = [data.draw(st.one_of(SCALARS, st.lists(SCALARS, max_size=2), st.dictionaries(st.sampled_from("abc"), SCALARS, max_size=2)))]
+    values = [
+        data.draw(
+            st.one_of(
+                SCALARS,
+                st.lists(SCALARS, max_size=2),
+                st.dictionaries(st.sampled_from("abc"), SCALARS, max_size=2),
+            )
+        )
+    ]
     with contextlib.suppress(Exception):  # hypothesis-jsonschema cannot always build a strategy
         values.append(data.draw(from_schema(schema)))
     for value in values:

@@ -75,7 +75,9 @@ def bench() -> dict[str, Any]:
             for text in serializations(data, reorder=True, escapes=False, seed=len(key)):
                 got = g.accepts(text.encode("utf-8"))
                 if got != expected:
-                    disagreements.append(f"{key}: {text[:200]!r}\n  reference: {got}\n  jsonschema: {expected}")
+                    disagreements.append(
+                        f"{key}: {text[:200]!r}\n  reference: {got}\n  jsonschema: {expected}"
+                    )
     return {"status": status, "disagreements": disagreements}
 
 

@@ -266,9 +266,7 @@ def test_exhaustive_full_alphabet(spec: tuple[Any, ...]) -> None:
     exhaustive(spec, "0123456789", lex_len=3, good_len=4)
 
 
-number_like = st.from_regex(
-    r"-?(0|[1-9][0-9]{0,10})(\.[0-9]{1,10})?([eE][+-]?[0-9]{1,4})?", fullmatch=True
-)
+number_like = st.from_regex(r"-?(0|[1-9][0-9]{0,10})(\.[0-9]{1,10})?([eE][+-]?[0-9]{1,4})?", fullmatch=True)
 
 
 @settings(max_examples=EXAMPLES)
@@ -291,9 +289,7 @@ def test_random_walks_stay_trim(spec: tuple[Any, ...], text: str) -> None:
 
 # -- the boolean algebra ------------------------------------------------------------------------
 
-values = st.builds(
-    lambda n, k: Fraction(n, 10**k), st.integers(-1200, 1200), st.integers(0, 3)
-)
+values = st.builds(lambda n, k: Fraction(n, 10**k), st.integers(-1200, 1200), st.integers(0, 3))
 
 
 @settings(max_examples=EXAMPLES)
@@ -391,29 +387,95 @@ def run(lex: NumberLexeme, text: str) -> tuple[str, Any]:
 E20 = Fraction(10**20)
 HARD = [
     # (keywords, [(prefix, verdict)]) where the only completions can be long.
-    ({"minimum": E20}, [("1", "live"), ("-", "dead"), ("1e1", "live"), ("1e-", "dead"),
-                         ("0", "live"), ("1e2", "live"), ("0.000", "live")]),
-    ({"minimum": E20, "maximum": E20}, [
-        ("1", "live"), ("1000", "live"), ("2", "dead"), ("1e", "live"), ("1e2", "live"),
-        ("1e3", "dead"), ("1e20", "final"), ("1e200", "dead"), ("1e020", "final"),
-        ("0.1e21", "final"), ("10.0", "live"), ("10.01", "dead"), ("100000000000000000000", "final"),
-        ("1e+20", "final"), ("1E+020", "final"), ("1e-", "dead"), ("0.0", "live"),
-    ]),
-    ({"exclusive_minimum": 0}, [("-", "dead"), ("0.000", "live"), ("0", "live"),
-                                ("0e", "dead"), ("0.0001e-99", "final")]),
-    ({"integer": True, "multiple_of": "0.3"}, [
-        ("1", "live"), ("0.1", "live"), ("1e", "dead"), ("1.5e", "live"), ("1.5e0", "live"),
-        ("1.5e-", "dead"), ("3.3e1", "final"), ("0", "final"), ("7", "live"), ("0.3", "live"),
-        ("0.3e", "live"), ("0.3e0", "live"), ("0.3e1", "final"), ("-0.0", "final"),
-    ]),
-    ({"maximum": "-1e-30"}, [("-0.000", "live"), ("0", "dead"), ("-1e-30", "final"),
-                             ("-1e-31", "dead"), ("-1e-3", "final"), ("-1e-300", "dead"), ("-", "live")]),
-    ({"multiple_of": "7", "minimum": 1, "maximum": 10}, [("7", "final"), ("70e-1", "final"),
-                                                        ("0.7e", "live"), ("8", "dead"), ("1", "dead")]),
-    ({"multiple_of": "0.0001"}, [("0.0075", "final"), ("0.00751", "live"), ("0.00751e", "live"),
-                                 ("0.00751e-", "dead")]),
-    ({"maximum": 100}, [("1e2", "final"), ("1000e-1", "final"), ("1.0000001e2", "dead"),
-                        ("1.0000001e", "live"), ("101", "live"), ("1e3", "dead"), ("1e0", "final")]),
+    (
+        {"minimum": E20},
+        [
+            ("1", "live"),
+            ("-", "dead"),
+            ("1e1", "live"),
+            ("1e-", "dead"),
+            ("0", "live"),
+            ("1e2", "live"),
+            ("0.000", "live"),
+        ],
+    ),
+    (
+        {"minimum": E20, "maximum": E20},
+        [
+            ("1", "live"),
+            ("1000", "live"),
+            ("2", "dead"),
+            ("1e", "live"),
+            ("1e2", "live"),
+            ("1e3", "dead"),
+            ("1e20", "final"),
+            ("1e200", "dead"),
+            ("1e020", "final"),
+            ("0.1e21", "final"),
+            ("10.0", "live"),
+            ("10.01", "dead"),
+            ("100000000000000000000", "final"),
+            ("1e+20", "final"),
+            ("1E+020", "final"),
+            ("1e-", "dead"),
+            ("0.0", "live"),
+        ],
+    ),
+    (
+        {"exclusive_minimum": 0},
+        [("-", "dead"), ("0.000", "live"), ("0", "live"), ("0e", "dead"), ("0.0001e-99", "final")],
+    ),
+    (
+        {"integer": True, "multiple_of": "0.3"},
+        [
+            ("1", "live"),
+            ("0.1", "live"),
+            ("1e", "dead"),
+            ("1.5e", "live"),
+            ("1.5e0", "live"),
+            ("1.5e-", "dead"),
+            ("3.3e1", "final"),
+            ("0", "final"),
+            ("7", "live"),
+            ("0.3", "live"),
+            ("0.3e", "live"),
+            ("0.3e0", "live"),
+            ("0.3e1", "final"),
+            ("-0.0", "final"),
+        ],
+    ),
+    (
+        {"maximum": "-1e-30"},
+        [
+            ("-0.000", "live"),
+            ("0", "dead"),
+            ("-1e-30", "final"),
+            ("-1e-31", "dead"),
+            ("-1e-3", "final"),
+            ("-1e-300", "dead"),
+            ("-", "live"),
+        ],
+    ),
+    (
+        {"multiple_of": "7", "minimum": 1, "maximum": 10},
+        [("7", "final"), ("70e-1", "final"), ("0.7e", "live"), ("8", "dead"), ("1", "dead")],
+    ),
+    (
+        {"multiple_of": "0.0001"},
+        [("0.0075", "final"), ("0.00751", "live"), ("0.00751e", "live"), ("0.00751e-", "dead")],
+    ),
+    (
+        {"maximum": 100},
+        [
+            ("1e2", "final"),
+            ("1000e-1", "final"),
+            ("1.0000001e2", "dead"),
+            ("1.0000001e", "live"),
+            ("101", "live"),
+            ("1e3", "dead"),
+            ("1e0", "final"),
+        ],
+    ),
 ]
 
 
@@ -431,8 +493,16 @@ def test_hand_picked_prefixes(kw: dict[str, Any], cases: list[tuple[str, str]]) 
 def test_not_multiple_of_on_tight_intervals() -> None:
     spec = ("conj", {"lo": "4", "hi": "4.5", "not_multiple_of": ("2",)})
     lex = NumberLexeme(build(spec))
-    for prefix, expected in [("4", "live"), ("4.5", "final"), ("4.6", "dead"), ("4e", "dead"),
-                             ("45e-1", "final"), ("4.0", "live"), ("4.00", "live"), ("-", "dead")]:
+    for prefix, expected in [
+        ("4", "live"),
+        ("4.5", "final"),
+        ("4.6", "dead"),
+        ("4e", "dead"),
+        ("45e-1", "final"),
+        ("4.0", "live"),
+        ("4.00", "live"),
+        ("-", "dead"),
+    ]:
         got, state = run(lex, prefix)
         assert got == expected, prefix
         if state is not None:
@@ -440,7 +510,11 @@ def test_not_multiple_of_on_tight_intervals() -> None:
     point = ("conj", {"lo": "5", "hi": "5", "not_multiple_of": ("2",)})
     lex = NumberLexeme(build(point))
     assert [run(lex, t)[0] for t in ("5", "50e-1", "0.5e1", "5.1", "4")] == [
-        "final", "final", "final", "dead", "dead",
+        "final",
+        "final",
+        "final",
+        "dead",
+        "dead",
     ]
 
 

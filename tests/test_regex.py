@@ -130,7 +130,9 @@ def test_python_categories_are_res():
     cps += list(range(0x100)) + [0x660, 0x1D7CE, 0x2028, 0x3000, 0xFEFF, 0x85, 0x1C, 0x10FFFF]
     for letter in "dDwWsS":
         for ascii_only in (False, True):
-            dfa = compile_regex_dfa(("(?a)" if ascii_only else "") + "\\" + letter, flavor="python", mode="fullmatch")
+            dfa = compile_regex_dfa(
+                ("(?a)" if ascii_only else "") + "\\" + letter, flavor="python", mode="fullmatch"
+            )
             rx = re.compile("\\" + letter, re.ASCII if ascii_only else 0)
             for c in cps:
                 assert dfa.accepts(chr(c)) == (rx.fullmatch(chr(c)) is not None), (letter, hex(c))
@@ -163,7 +165,9 @@ def test_python_refusals(pattern):
     assert e.value.keyword == "regex" and e.value.json_pointer == "/x"
 
 
-@pytest.mark.parametrize("pattern", ["a(", "[a", "*a", "a{3,2}", r"\q", "(?P<1>a)", "a)", "a**", "(?z)", "x\\"])
+@pytest.mark.parametrize(
+    "pattern", ["a(", "[a", "*a", "a{3,2}", r"\q", "(?P<1>a)", "a)", "a**", "(?z)", "x\\"]
+)
 def test_python_malformed_names_the_offset(pattern):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,9 +205,13 @@ def E(p: str, mode: str = "search") -> Any:
 
 def test_ecma_semantics():
     dot = E("^.$")
-    assert all(dot.accepts(c) for c in "a\t😀\x85\u00a0") and not any(dot.accepts(c) for c in "\n\r\u2028\u2029")
+    assert all(dot.accepts(c) for c in "a\t😀\x85\u00a0") and not any(
+        dot.accepts(c) for c in "\n\r\u2028\u2029"
+    )
     space = E(r"^\s$")
-    assert all(space.accepts(c) for c in "\t\n\v\f\r \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+    assert all(
+        space.accepts(c) for c in "\t\n\v\f\r \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+    )
     assert not space.accepts("\x85") and not space.accepts("\u180e") and not space.accepts("a")
     assert E(r"^\d$").accepts("7") and not E(r"^\d$").accepts("٣")  # ASCII only
     assert E(r"^\w+$").accepts("a_Z9") and not E(r"^\w$").accepts("é")
@@ -229,9 +237,26 @@ def test_ecma_semantics():
 
 @pytest.mark.parametrize(
     "pattern",
-    [r"(a)\1", r"\k<x>(?<x>a)", "a(?=b)", "(?<!a)b", r"\bx", r"x\B", "(?i:a)", r"\p{Script=Latin}",
-     r"\p{Alphabetic}", r"\a", r"\z", r"[\1]", r"\c1", r"\u12", r"\x4", r"\01", r"[\B]"],
-)  # fmt: skip
+    [
+        r"(a)\1",
+        r"\k<x>(?<x>a)",
+        "a(?=b)",
+        "(?<!a)b",
+        r"\bx",
+        r"x\B",
+        "(?i:a)",
+        r"\p{Script=Latin}",
+        r"\p{Alphabetic}",
+        r"\a",
+        r"\z",
+        r"[\1]",
+        r"\c1",
+        r"\u12",
+        r"\x4",
+        r"\01",
+        r"[\B]",
+    ],
+)
 def test_ecma_refusals(pattern):
     with pytest.raises(Unsupported):
         E(pattern)
@@ -239,9 +264,22 @@ def test_ecma_refusals(pattern):
 
 @pytest.mark.parametrize(
     ("pattern", "offset"),
-    [("a(", 2), ("[a", 0), ("*", 0), ("a**", 2), ("a{2,1}", 1), ("(?<1>a)", 0), ("a)", 1),
-     (r"\u{110000}", 0), ("[b-a]", 1), ("(?a)", 0), ("x|?", 2), ("^*", 1), ("a{1}{2}", 4)],
-)  # fmt: skip
+    [
+        ("a(", 2),
+        ("[a", 0),
+        ("*", 0),
+        ("a**", 2),
+        ("a{2,1}", 1),
+        ("(?<1>a)", 0),
+        ("a)", 1),
+        (r"\u{110000}", 0),
+        ("[b-a]", 1),
+        ("(?a)", 0),
+        ("x|?", 2),
+        ("^*", 1),
+        ("a{1}{2}", 4),
+    ],
+)
 def test_ecma_malformed_names_the_offset(pattern, offset):
     with pytest.raises(SpecError) as e:
         E(pattern)
@@ -259,10 +297,16 @@ def python_equivalent(p: str) -> tuple[str | None, str]:
     on ASCII subjects without CR and LF unless the pattern uses syntax the two read differently."""
     if not p.isascii():
         return "non-ASCII pattern", p
-    for token, why in [("{,", "'{,n}' is a quantifier in Python, a literal in ECMA"),
-                       ("\\u{", "ECMA-only escape"), ("\\p", "ECMA-only escape"), ("\\P", "ECMA-only escape"),
-                       ("\\c", "ECMA-only escape"), ("\\k", "ECMA-only escape"), ("[]", "'[]' differs"),
-                       ("[^]", "'[^]' differs")]:  # fmt: skip
+    for token, why in [
+        ("{,", "'{,n}' is a quantifier in Python, a literal in ECMA"),
+        ("\\u{", "ECMA-only escape"),
+        ("\\p", "ECMA-only escape"),
+        ("\\P", "ECMA-only escape"),
+        ("\\c", "ECMA-only escape"),
+        ("\\k", "ECMA-only escape"),
+        ("[]", "'[]' differs"),
+        ("[^]", "'[^]' differs"),
+    ]:
         if token in p:
             return why, p
     py = re.sub(r"\(\?<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P<\1>", p)
@@ -308,10 +352,12 @@ def test_jsonschemabench_patterns_compile_fast_and_agree(capsys):
             assert dfa.accepts(s) == (rx.search(s) is not None), (p, s)
             checked += 1
     with capsys.disabled():
-        print(f"\nJSONSchemaBench patterns: {n_ok}/{len(patterns)} compiled "
-              f"({n_ok / len(patterns):.1%}) in {elapsed:.2f}s; {len(refused)} distinct refused; "
-              f"{len(compiled) - len(skips)} compared with re.search on {checked} strings, "
-              f"{len(skips)} skipped")  # fmt: skip
+        print(
+            f"\nJSONSchemaBench patterns: {n_ok}/{len(patterns)} compiled "
+            f"({n_ok / len(patterns):.1%}) in {elapsed:.2f}s; {len(refused)} distinct refused; "
+            f"{len(compiled) - len(skips)} compared with re.search on {checked} strings, "
+            f"{len(skips)} skipped"
+        )
         for p, r in list(refused.items())[:10]:
             print(f"  refused {p!r}: {r}")
     assert n_ok / len(patterns) >= 0.97
@@ -383,5 +429,7 @@ def test_rust_regex_testdata_search_agrees_with_re(capsys):
             if time.perf_counter() - t > 30:
                 break
     with capsys.disabled():
-        print(f"\nrust-regex testdata: {agree} cases agree with re.search, {refused} refused, {skipped} skipped")
+        print(
+            f"\nrust-regex testdata: {agree} cases agree with re.search, {refused} refused, {skipped} skipped"
+        )
     assert agree >= 300

@@ -32,25 +32,63 @@ HOSTILE = "<script>alert('x')</script>"
 
 def _findings() -> list[Finding]:
     spec = SpecRef(SpecKind.REGEX, f"a|ab|{HOSTILE}", name=f"evil{HOSTILE}", corpus="builtin")
-    schema = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "pattern": HOSTILE, "description": "| x | ``` y"}, name="s1")
+    schema = SpecRef(
+        SpecKind.JSON_SCHEMA, {"type": "string", "pattern": HOSTILE, "description": "| x | ``` y"}, name="s1"
+    )
     return [
         Finding(
-            Invariant.COMPLETENESS_TOKEN, "outlines-core", "0.2.14", spec, "byte", "f" * 64, (97,), 98, b"b",
-            "masked", "allowed", "token b is masked after a",
+            Invariant.COMPLETENESS_TOKEN,
+            "outlines-core",
+            "0.2.14",
+            spec,
+            "byte",
+            "f" * 64,
+            (97,),
+            98,
+            b"b",
+            "masked",
+            "allowed",
+            "token b is masked after a",
             {"witness": "ab", "witness_ids": [97, 98, 256], "validated_by": "re.fullmatch"},
-            prefix_bytes=b"a", walk="canonical", repro="repro/x.py",
+            prefix_bytes=b"a",
+            walk="canonical",
+            repro="repro/x.py",
         ),
         Finding(
-            Invariant.SOUNDNESS, "outlines-core", "0.2.14", schema, "byte", "f" * 64, (34,), 60, b"<script>",
-            "allowed", "masked", f"token {HOSTILE} allowed",
-            {"completion": b"<script>\xff\"", "validator_error": f"{HOSTILE} does not match"},
+            Invariant.SOUNDNESS,
+            "outlines-core",
+            "0.2.14",
+            schema,
+            "byte",
+            "f" * 64,
+            (34,),
+            60,
+            b"<script>",
+            "allowed",
+            "masked",
+            f"token {HOSTILE} allowed",
+            {"completion": b'<script>\xff"', "validator_error": f"{HOSTILE} does not match"},
         ),
         Finding(
-            Invariant.ROLLBACK, "outlines-core", "0.2.14", spec, "byte", "f" * 64, (), None, None, "", "",
-            "rollback differs", {"operations": [["accept", 97], ["rollback", 1], ["mask"]],
-                                 "observed": [256], "expected": [97, 256]},
+            Invariant.ROLLBACK,
+            "outlines-core",
+            "0.2.14",
+            spec,
+            "byte",
+            "f" * 64,
+            (),
+            None,
+            None,
+            "",
+            "",
+            "rollback differs",
+            {
+                "operations": [["accept", 97], ["rollback", 1], ["mask"]],
+                "observed": [256],
+                "expected": [97, 256],
+            },
         ),
-    ]  # fmt: skip
+    ]
 
 
 def _report(findings: list[Finding] | None = None) -> dict[str, Any]:
@@ -69,23 +107,41 @@ def _report(findings: list[Finding] | None = None) -> dict[str, Any]:
             "name": "outlines-core",
             "version": "0.2.14",
             "profile": {
-                "json": {"whitespace": 1, "property_order": "schema", "additional_properties_default": False,
-                         "allow_duplicate_keys": True, "unicode_escapes": False, "formats": "assert"},
+                "json": {
+                    "whitespace": 1,
+                    "property_order": "schema",
+                    "additional_properties_default": False,
+                    "allow_duplicate_keys": True,
+                    "unicode_escapes": False,
+                    "formats": "assert",
+                },
                 "canonical_tokenization_only": False,
                 "notes": [f"note with {HOSTILE}"],
             },
             "declared_restrictions": [
-                {"option": "whitespace_pattern", "value": "[ \\t\\n\\r]?", "default": "[ ]?",
-                 "meaning": "at most one whitespace character"},
+                {
+                    "option": "whitespace_pattern",
+                    "value": "[ \\t\\n\\r]?",
+                    "default": "[ ]?",
+                    "meaning": "at most one whitespace character",
+                },
             ],
         },
-        "tokenizers": [{"name": "byte", "kind": "byte", "size": 257, "fingerprint": "f" * 64, "eos_ids": [256]}],
+        "tokenizers": [
+            {"name": "byte", "kind": "byte", "size": 257, "fingerprint": "f" * 64, "eos_ids": [256]}
+        ],
         "corpus": [{"name": "builtin", "specs": 3}],
         "budget_s": 60.0,
         "seed": 0,
         "elapsed_s": 1.5,
         "complete": True,
-        "specs": {"total": 3, "checked": 2, "refused_by_backend": 1, "refused_by_reference": 0, "refused_by_both": 0},
+        "specs": {
+            "total": 3,
+            "checked": 2,
+            "refused_by_backend": 1,
+            "refused_by_reference": 0,
+            "refused_by_both": 0,
+        },
         "counts": counts,
         "findings": [f.to_json() for f in fs],
         "refusals": [{"spec": "g1", "tokenizer": "byte", "side": "backend", "reason": f"</td>{HOSTILE}"}],
@@ -97,7 +153,7 @@ def _report(findings: list[Finding] | None = None) -> dict[str, Any]:
             }
         },
         "exit_code": 1,
-    }  # fmt: skip
+    }
 
 
 def _outside_fences(md: str) -> str:
@@ -137,8 +193,14 @@ def test_every_finding_appears_and_data_is_escaped(tmp_path: Path) -> None:
 def test_markdown_sections_and_matrix() -> None:
     md = render_markdown(_report())
     assert md.startswith("# maskcert certification: outlines-core 0.2.14")
-    for heading in ("## Declared profile", "## Declared restrictions", "## Summary matrix", "## Findings",
-                    "## Refusals", "## Mask-time statistics"):  # fmt: skip
+    for heading in (
+        "## Declared profile",
+        "## Declared restrictions",
+        "## Summary matrix",
+        "## Findings",
+        "## Refusals",
+        "## Mask-time statistics",
+    ):
         assert heading in md
     assert "not defects" in md
     assert "Exit code 1" in md and "1 critical" in md and "1 medium" in md and "1 serving" in md

@@ -52,7 +52,12 @@ def _finding(vocab: Vocabulary, invariant: str, backend: str, **kw: Any) -> Find
 def _run(script: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))  # the reference's script imports refdecoder
     return subprocess.run(
-        [sys.executable, str(script)], cwd=script.parent, capture_output=True, text=True, timeout=timeout, env=env
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 
@@ -81,11 +86,28 @@ def _imports(tree: ast.AST) -> set[str]:
 
 def test_files_and_repro_paths(tmp_path: Path, vocab: Vocabulary) -> None:
     fs = [
-        _finding(vocab, "completeness_token", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="masked", reference_verdict="allowed", reference_allows=True),
-        _finding(vocab, "eos", "reference", prefix_ids=(A,), token_id=EOS, backend_verdict="eos not offered",
-                 reference_verdict="eos offered", reference_allows=True),
-    ]  # fmt: skip
+        _finding(
+            vocab,
+            "completeness_token",
+            "reference",
+            prefix_ids=(A,),
+            token_id=B,
+            token_bytes=b"b",
+            backend_verdict="masked",
+            reference_verdict="allowed",
+            reference_allows=True,
+        ),
+        _finding(
+            vocab,
+            "eos",
+            "reference",
+            prefix_ids=(A,),
+            token_id=EOS,
+            backend_verdict="eos not offered",
+            reference_verdict="eos offered",
+            reference_allows=True,
+        ),
+    ]
     out = write_reproducers(fs, {vocab.fingerprint: vocab}, tmp_path)
     assert [f.repro for f in out] == [f"repro/{f.id}.py" for f in fs]
     assert [f.with_(repro="") for f in out] == fs
@@ -113,8 +135,17 @@ def test_rendered_script_is_one_module_without_template_marks(vocab: Vocabulary,
         assert mark not in src
     compile(src, f"{f.id}.py", "exec")  # also: ``from __future__`` comes first, once
     tree = ast.parse(src)
-    assigned = [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
-    for name in ("FINDING", "OPTIONS", "VOCAB_FILE", "REFERENCE_ALLOWS", "TOKEN_INVARIANTS", "SERVING_INVARIANTS"):
+    assigned = [
+        t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    ]
+    for name in (
+        "FINDING",
+        "OPTIONS",
+        "VOCAB_FILE",
+        "REFERENCE_ALLOWS",
+        "TOKEN_INVARIANTS",
+        "SERVING_INVARIANTS",
+    ):
         assert assigned.count(name) == 1, name
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
     assert classes.count("Engine") == 1 and classes.count("Matcher") == 1
@@ -136,16 +167,26 @@ def test_missing_vocabulary_is_a_typed_error(tmp_path: Path, vocab: Vocabulary) 
 
 def test_hostile_spec_is_data_not_code(tmp_path: Path, vocab: Vocabulary) -> None:
     evil = "a'''\"\"\"\\\nimport os; os.system('false')  # \u2028 <script>"
-    f = _finding(vocab, "eos", "xgrammar", spec=SpecRef(SpecKind.REGEX, evil, name=evil), token_id=EOS,
-                 backend_verdict="eos offered", reference_verdict="eos not offered", reference_allows=False,
-                 message=evil)  # fmt: skip
+    f = _finding(
+        vocab,
+        "eos",
+        "xgrammar",
+        spec=SpecRef(SpecKind.REGEX, evil, name=evil),
+        token_id=EOS,
+        backend_verdict="eos offered",
+        reference_verdict="eos not offered",
+        reference_allows=False,
+        message=evil,
+    )
     src = render_reproducer(f, "vocab-x.json")
     tree = ast.parse(src)
     doc = ast.get_docstring(tree) or ""
     for bad in ('"""', "'''", "\\", "\u2028", "<script", "('false')"):
         assert bad not in doc  # the spec name reaches the docstring only through a safe character set
     # the finding comes back exactly from the embedded literal
-    assign = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "FINDING")
+    assign = next(
+        n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "FINDING"
+    )
     assert isinstance(assign.value, ast.Call)
     arg = assign.value.args[0]
     assert isinstance(arg, ast.Constant) and isinstance(arg.value, str)
@@ -156,13 +197,27 @@ def test_hostile_spec_is_data_not_code(tmp_path: Path, vocab: Vocabulary) -> Non
 def test_reference_allows_is_typed_and_old_findings_read_back() -> None:
     """A finding carries ``reference_allows`` itself; a findings file written before the field
     existed gets it from the verdict words, as the reproducers of that time read them."""
-    f = Finding(Invariant.SOUNDNESS, "x", "1", SpecRef(SpecKind.REGEX, "a"), "t", "fp", token_id=1,
-                backend_verdict="allowed", reference_verdict="masked: nothing continues", reference_allows=False)
+    f = Finding(
+        Invariant.SOUNDNESS,
+        "x",
+        "1",
+        SpecRef(SpecKind.REGEX, "a"),
+        "t",
+        "fp",
+        token_id=1,
+        backend_verdict="allowed",
+        reference_verdict="masked: nothing continues",
+        reference_allows=False,
+    )
     assert Finding.from_json(f.to_json()).reference_allows is False
     old = {k: v for k, v in f.to_json().items() if k != "reference_allows"}
-    for words, want in [(("allowed", "masked"), False), (("masked", "allowed: 'ab' continues"), True),
-                        (("eos offered", "eos not offered"), False), (("eos not offered", "eos offered"), True),
-                        (("differs", ""), None)]:  # fmt: skip
+    for words, want in [
+        (("allowed", "masked"), False),
+        (("masked", "allowed: 'ab' continues"), True),
+        (("eos offered", "eos not offered"), False),
+        (("eos not offered", "eos offered"), True),
+        (("differs", ""), None),
+    ]:
         entry = {**old, "backend_verdict": words[0], "reference_verdict": words[1]}
         assert Finding.from_json(entry).reference_allows is want, words
     assert Finding.from_json({**old, "invariant": "fork"}).reference_allows is None  # not about one token
@@ -185,7 +240,9 @@ def test_adapter_defaults_match_the_adapters(backend: str) -> None:
 # -- reproducers run ----------------------------------------------------------------------------------
 
 
-def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Path, vocab: Vocabulary) -> None:
+def test_outlines_core_drops_a_continuation_from_an_accepting_state(
+    tmp_path: Path, vocab: Vocabulary
+) -> None:
     """(a) A real defect: regex a|ab, after 'a' outlines-core masks 'b' though 'ab' is valid."""
     pytest.importorskip("outlines_core")
     from props.backends.outlines_core import OutlinesCoreBackend
@@ -199,10 +256,21 @@ def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Pa
     m = backend.matcher(compiled)
     m.accept(A)
     assert not _allowed(m.mask(), B), "outlines-core no longer shows the known defect"
-    f = _finding(vocab, "completeness_token", "outlines-core", backend_version=backend.version, prefix_ids=(A,),
-                 token_id=B, token_bytes=b"b", prefix_bytes=b"a", backend_verdict="masked",
-                 reference_verdict="allowed", reference_allows=True, message="b is masked after a, though 'ab' matches",
-                 certificate={"witness": "ab", "witness_ids": [A, B, EOS], "validated_by": "re.fullmatch"})  # fmt: skip
+    f = _finding(
+        vocab,
+        "completeness_token",
+        "outlines-core",
+        backend_version=backend.version,
+        prefix_ids=(A,),
+        token_id=B,
+        token_bytes=b"b",
+        prefix_bytes=b"a",
+        backend_verdict="masked",
+        reference_verdict="allowed",
+        reference_allows=True,
+        message="b is masked after a, though 'ab' matches",
+        certificate={"witness": "ab", "witness_ids": [A, B, EOS], "validated_by": "re.fullmatch"},
+    )
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1
     assert "REPRODUCED: " in proc.stdout and "NOT REPRODUCED" not in proc.stdout
@@ -211,9 +279,18 @@ def test_outlines_core_drops_a_continuation_from_an_accepting_state(tmp_path: Pa
 
 def test_reference_claim_that_is_not_real(tmp_path: Path, vocab: Vocabulary) -> None:
     """(b) The reference does allow 'b' after 'a': the claimed masking does not reproduce."""
-    f = _finding(vocab, "completeness_token", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="masked", reference_verdict="allowed", reference_allows=True,
-                 certificate={"witness": "ab", "witness_ids": [A, B, EOS]})  # fmt: skip
+    f = _finding(
+        vocab,
+        "completeness_token",
+        "reference",
+        prefix_ids=(A,),
+        token_id=B,
+        token_bytes=b"b",
+        backend_verdict="masked",
+        reference_verdict="allowed",
+        reference_allows=True,
+        certificate={"witness": "ab", "witness_ids": [A, B, EOS]},
+    )
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 0
     assert "NOT REPRODUCED: " in proc.stdout
@@ -222,17 +299,31 @@ def test_reference_claim_that_is_not_real(tmp_path: Path, vocab: Vocabulary) -> 
 def test_reference_claim_that_is_real_per_its_own_mask(tmp_path: Path, vocab: Vocabulary) -> None:
     """The same script judges against the recorded reference verdict: a claim that the reference
     should have masked 'b' (it allows it) shows as reproduced — the script really asks the backend."""
-    f = _finding(vocab, "soundness", "reference", prefix_ids=(A,), token_id=B, token_bytes=b"b",
-                 backend_verdict="allowed", reference_verdict="masked", reference_allows=False)  # fmt: skip
+    f = _finding(
+        vocab,
+        "soundness",
+        "reference",
+        prefix_ids=(A,),
+        token_id=B,
+        token_bytes=b"b",
+        backend_verdict="allowed",
+        reference_verdict="masked",
+        reference_allows=False,
+    )
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1 and "REPRODUCED: " in proc.stdout
 
 
 def _rollback_finding(vocab: Vocabulary, backend: str, expected: list[int]) -> Finding:
     ops = [["accept", A], ["fork"], ["accept", B], ["rollback", 1], ["mask"]]
-    return _finding(vocab, "rollback", backend, spec=SpecRef(SpecKind.REGEX, "a(b|c)d?", name="abcd"),
-                    message="rollback(1) differs from replay", certificate={
-                        "operations": ops, "observed": [B], "expected": expected})  # fmt: skip
+    return _finding(
+        vocab,
+        "rollback",
+        backend,
+        spec=SpecRef(SpecKind.REGEX, "a(b|c)d?", name="abcd"),
+        message="rollback(1) differs from replay",
+        certificate={"operations": ops, "observed": [B], "expected": expected},
+    )
 
 
 @pytest.mark.parametrize("backend", ["reference", "xgrammar"])
@@ -260,9 +351,18 @@ def test_crash_not_reproduced_runs_in_a_child(tmp_path: Path, vocab: Vocabulary)
 def test_outlines_core_ignores_minimum(tmp_path: Path, vocab: Vocabulary) -> None:
     """Refusal hygiene, a real finding: outlines-core drops ``minimum`` instead of refusing it."""
     pytest.importorskip("outlines_core")
-    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"x": {"type": "integer", "minimum": 3}},
-                                   "required": ["x"]}, name="min")  # fmt: skip
-    f = _finding(vocab, "refusal", "outlines-core", spec=spec, message="minimum ignored",
-                 certificate={"keyword": "minimum", "invalid_instance": {"x": 1}, "valid_instance": {"x": 3}})  # fmt: skip
+    spec = SpecRef(
+        SpecKind.JSON_SCHEMA,
+        {"type": "object", "properties": {"x": {"type": "integer", "minimum": 3}}, "required": ["x"]},
+        name="min",
+    )
+    f = _finding(
+        vocab,
+        "refusal",
+        "outlines-core",
+        spec=spec,
+        message="minimum ignored",
+        certificate={"keyword": "minimum", "invalid_instance": {"x": 1}, "valid_instance": {"x": 3}},
+    )
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1 and "REPRODUCED: the backend accepts the invalid instance" in proc.stdout

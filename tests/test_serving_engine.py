@@ -97,7 +97,10 @@ def test_lifecycle_table():
         (Request((), WORDS), "empty"),
         (Request(prompt(), WORDS, max_tokens=0), "max_tokens"),
         (Request(prompt(), WORDS, beam_width=2, speculative=2), "speculative"),
-        (Request(prompt(), JsonSchema({"items": {"items": {"items": {"items": {}}}}}, JsonProfile())), "nests"),
+        (
+            Request(prompt(), JsonSchema({"items": {"items": {"items": {"items": {}}}}}, JsonProfile())),
+            "nests",
+        ),
         (Request(prompt(), Regex("(a")), "invalid spec"),
     ],
 )
@@ -216,7 +219,9 @@ def test_stream_deltas_never_split_a_character(data, cuts):
 def test_streamed_outputs_equal_final_text(vocab):
     eng, checker = make_engine(vocab)
     handles = [
-        eng.submit(Request(prompt(), WORDS, SamplingParams(temperature=1.0, seed=i), max_tokens=30, stream=True))
+        eng.submit(
+            Request(prompt(), WORDS, SamplingParams(temperature=1.0, seed=i), max_tokens=30, stream=True)
+        )
         for i in range(4)
     ]
     eng.run()
@@ -284,7 +289,9 @@ def test_empty_allowed_set_is_constraint_violation(vocab, shape):
 
 
 def test_soft_filter_fault_samples_the_disallowed_token(vocab):
-    eng, checker = make_engine(vocab, model=OnlyDisallowed(vocab, ord("z")), faults={"soft_filter_after_mask_dropped"})
+    eng, checker = make_engine(
+        vocab, model=OnlyDisallowed(vocab, ord("z")), faults={"soft_filter_after_mask_dropped"}
+    )
     eng.submit(Request(prompt(), WORDS, max_tokens=5))
     eng.run()
     assert "soundness" in checker.by_invariant()
@@ -325,7 +332,9 @@ def test_speculation_matches_one_by_one_walk(vocab):
     eng, checker = make_engine(vocab)
     for i in range(6):
         params = SamplingParams(temperature=0.0 if i % 2 else 1.0, seed=i)
-        eng.submit(Request(prompt(), Regex(r"[a-z]{2,9}(-[0-9]{1,3})?"), params, speculative=3, max_tokens=16))
+        eng.submit(
+            Request(prompt(), Regex(r"[a-z]{2,9}(-[0-9]{1,3})?"), params, speculative=3, max_tokens=16)
+        )
     eng.run()
     assert checker.clean, checker.violations
     spec = eng.metrics.summary()["speculative"]
@@ -340,7 +349,11 @@ def test_preemption_resumes_to_the_same_output(vocab):
         eng, checker = make_engine(vocab, config=config, model=calm)
         hs = [
             eng.submit(Request(prompt(), WORDS, SamplingParams(temperature=1.0, seed=7), n=2, max_tokens=12)),
-            eng.submit(Request(prompt(4), Regex("[a-z]{6,12}"), SamplingParams(temperature=1.0, seed=8), max_tokens=12)),
+            eng.submit(
+                Request(
+                    prompt(4), Regex("[a-z]{6,12}"), SamplingParams(temperature=1.0, seed=8), max_tokens=12
+                )
+            ),
         ]
         eng.step()
         eng.step()
@@ -360,7 +373,10 @@ def test_preemption_resumes_to_the_same_output(vocab):
 
 def test_kv_budget_preempts_and_everything_finishes(vocab):
     eng, checker = make_engine(vocab, config=EngineConfig(max_rows=8, kv_budget_tokens=24))
-    hs = [eng.submit(Request(prompt(), Regex("[a-z]{4,20}"), SamplingParams(seed=i), max_tokens=16)) for i in range(4)]
+    hs = [
+        eng.submit(Request(prompt(), Regex("[a-z]{4,20}"), SamplingParams(seed=i), max_tokens=16))
+        for i in range(4)
+    ]
     eng.run()
     assert all(h.done for h in hs)
     assert eng.metrics.preemptions >= 1 and checker.clean, checker.violations
@@ -368,8 +384,11 @@ def test_kv_budget_preempts_and_everything_finishes(vocab):
 
 def test_unconstrained_stop_ids(vocab):
     eng, checker = make_engine(vocab)
-    h = eng.submit(Request(prompt(), None, SamplingParams(seed=1), max_tokens=40, stop_ids=tuple(range(97, 123)),
-                           stream=True))
+    h = eng.submit(
+        Request(
+            prompt(), None, SamplingParams(seed=1), max_tokens=40, stop_ids=tuple(range(97, 123)), stream=True
+        )
+    )
     eng.run()
     (out,) = h.outputs
     assert checker.clean, checker.violations
@@ -404,7 +423,13 @@ def test_tiny_llama_has_a_real_kv_cache_and_runs_clean():
     model.truncate_kv(kv, 3)
     (again,) = model.forward([(kv, [4])], [1])
     assert torch.allclose(again[-1], step[-1], atol=1e-4) and fork.tokens == [1, 2, 3, 4]
-    r = serving_sim.run_simulation(load_backend("reference"), model="tiny-llama", requests=11, max_tokens=10, vocabularies=[vocab, permuted_vocabulary(vocab)])
+    r = serving_sim.run_simulation(
+        load_backend("reference"),
+        model="tiny-llama",
+        requests=11,
+        max_tokens=10,
+        vocabularies=[vocab, permuted_vocabulary(vocab)],
+    )
     assert r.violation_counts == {} and r.unfinished == 0, serving_sim.format_report(r)
     assert r.metrics["tokens"] > 0
 

@@ -80,7 +80,9 @@ def test_fault_is_caught(fault, clean_report):
 
 
 def test_several_faults_at_once():
-    r = run_simulation(REFERENCE, faults=["eos_always_allowed", "stream_split_char"], seed=1, requests=REQUESTS)
+    r = run_simulation(
+        REFERENCE, faults=["eos_always_allowed", "stream_split_char"], seed=1, requests=REQUESTS
+    )
     assert {"eos", "utf8"} <= set(r.violation_counts)
     assert r.faults == ("eos_always_allowed", "stream_split_char")
 
@@ -89,8 +91,18 @@ def test_cli_prints_metrics_and_exit_codes(capsys):
     assert main(["simulate", "--fault", "max_tokens_as_stop", "--requests", "11", "--seed", "0"]) == 1
     out = capsys.readouterr().out
     assert "VIOLATIONS" in out and "finish_reason" in out
-    for metric in ("compile ms cold", "mask ms per step", "sampling ms per step", "TTFT", "inter-token",
-                   "mask density", "compile cache", "prefix cache", "model waited for masks", "speculative"):
+    for metric in (
+        "compile ms cold",
+        "mask ms per step",
+        "sampling ms per step",
+        "TTFT",
+        "inter-token",
+        "mask density",
+        "compile cache",
+        "prefix cache",
+        "model waited for masks",
+        "speculative",
+    ):
         assert metric in out, metric
     assert main(["simulate", "--list-faults"]) == 0
     assert "shared_beam_matcher" in capsys.readouterr().out

@@ -179,8 +179,11 @@ def resolve(name_or_path: str) -> Vocabulary:
         from ._load import load
 
         return load(path)
-    raise VocabularyError(name_or_path, f"a matrix name ({', '.join(sorted(_BY_NAME))}) or a tokenizer file "
-                          "(tokenizer.json, SentencePiece .model, tiktoken ranks)")  # fmt: skip
+    raise VocabularyError(
+        name_or_path,
+        f"a matrix name ({', '.join(sorted(_BY_NAME))}) or a tokenizer file "
+        "(tokenizer.json, SentencePiece .model, tiktoken ranks)",
+    )
 
 
 def matrix(level: Level = "ci") -> list[Vocabulary]:

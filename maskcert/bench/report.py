@@ -68,8 +68,14 @@ def clean_json(value: Any) -> Any:
 
 
 def _row(part: str, measure: str, setting: str, unit: str, reference: Any) -> Row:
-    return {"part": part, "measure": measure, "setting": setting, "unit": unit,
-            "reference": _num(reference), "engines": {}}  # fmt: skip
+    return {
+        "part": part,
+        "measure": measure,
+        "setting": setting,
+        "unit": unit,
+        "reference": _num(reference),
+        "engines": {},
+    }
 
 
 def _engine(row: Row, name: str, value: Any, ratio: Any) -> None:
@@ -91,7 +97,9 @@ def _masks(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
         for name, e in r["engines"].items():
             _engine(row, name, e["steps"].get("median_ms"), e.get("reference_over_engine_median"))
             if e.get("disagreeing_steps"):
-                notes.append(f"masks ({vname}): {name} differs from the reference on {e['disagreeing_steps']} steps")
+                notes.append(
+                    f"masks ({vname}): {name} differs from the reference on {e['disagreeing_steps']} steps"
+                )
         rows.append(row)
         cold = _row("masks", "mask step, cold, median", vname, "ms", r["reference"]["cold"].get("median_ms"))
         rows.append(cold)
@@ -104,8 +112,10 @@ def _compile(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
     """A :func:`maskcert.bench.compile.run_compile_bench` result."""
     ref = result["reference"]
     setting = f"{result['vocab']}, {result['schemas']} schemas"
-    measures = (("compile", "compile, median", "ratio_compile"),
-                ("ready", "compile + first mask, median", "ratio_ready"))  # fmt: skip
+    measures = (
+        ("compile", "compile, median", "ratio_compile"),
+        ("ready", "compile + first mask, median", "ratio_ready"),
+    )
     rows: list[Row] = []
     for key, label, ratio_key in measures:
         row = _row("compile", label, setting, "ms", ref[key].get("median_ms"))
@@ -119,8 +129,10 @@ def _compile(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
     notes = [f"compile: {name} unavailable: {why}" for name, why in result.get("unavailable", {}).items()]
     for name, e in result["engines"].items():
         if e.get("timeouts") or e.get("errors"):
-            notes.append(f"compile: {name} timed out on {e['timeouts']} and raised on {e['errors']} schemas "
-                         f"(over {result['timeout_s']:g}s counts as a timeout; not in the medians)")  # fmt: skip
+            notes.append(
+                f"compile: {name} timed out on {e['timeouts']} and raised on {e['errors']} schemas "
+                f"(over {result['timeout_s']:g}s counts as a timeout; not in the medians)"
+            )
     return rows, notes
 
 
@@ -131,8 +143,11 @@ def _sampler(result: Sequence[Mapping[str, Any]]) -> tuple[list[Row], list[str]]
     for r in result:
         setting = f"batch {r['batch']} x vocab {r['vocab']}, {r['threads']} thread(s)"
         if r["op"] == "sample":
-            rows.append(_row("sampler", f"sample {r['impl'].removeprefix('maskcert ')}", setting, "ms",
-                             r["median_ms"]))  # fmt: skip
+            rows.append(
+                _row(
+                    "sampler", f"sample {r['impl'].removeprefix('maskcert ')}", setting, "ms", r["median_ms"]
+                )
+            )
             continue
         key = (r["batch"], r["vocab"], r["threads"])
         if r["impl"] == "maskcert":
@@ -164,8 +179,10 @@ def _serving(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
     notes = [f"serving: {name} unavailable: {why}" for name, why in result.get("unavailable", {}).items()]
     for name, e in result["engines"].items():
         if e.get("violations"):
-            notes.append(f"serving: {name} run saw {e['violations']} invariant violations "
-                         f"(`maskcert simulate --backend {name}`)")  # fmt: skip
+            notes.append(
+                f"serving: {name} run saw {e['violations']} invariant violations "
+                f"(`maskcert simulate --backend {name}`)"
+            )
     return rows, notes
 
 
@@ -256,7 +273,13 @@ def format_markdown(gathered: Mapping[str, Any]) -> str:
         header += [name, f"ratio {name}"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * 4 + "---:|" * (1 + 2 * len(engines))]
     for row in gathered["rows"]:
-        cells = [row["part"], row["measure"], row["setting"], row["unit"], _fmt(row["reference"], row["unit"])]
+        cells = [
+            row["part"],
+            row["measure"],
+            row["setting"],
+            row["unit"],
+            _fmt(row["reference"], row["unit"]),
+        ]
         for name in engines:
             e = row["engines"].get(name)
             if e is None:
@@ -337,7 +360,9 @@ def run_part(
     if part == "compile":
         from maskcert.bench.compile import run_compile_bench
 
-        return run_compile_bench(tokenizers[0], find_schemas(schemas), opts["limit"], timeout_s=opts["timeout"])
+        return run_compile_bench(
+            tokenizers[0], find_schemas(schemas), opts["limit"], timeout_s=opts["timeout"]
+        )
     if part == "sampler":
         from maskcert.bench.sampler import run_sampler_bench
 

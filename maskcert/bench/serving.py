@@ -128,6 +128,9 @@ def format_table(result: Mapping[str, Any]) -> str:
     for name, why in result.get("unavailable", {}).items():
         lines.append(f"| {name} | — | | | | | | | | | omitted: {why} |")
     if any(rec["violations"] for rec in result["engines"].values()):
-        lines += ["", "violations are the engines' differences from the reference (backend:*) and what they "
-                  "caused; `maskcert simulate --backend NAME` lists them"]  # fmt: skip
+        lines += [
+            "",
+            "violations are the engines' differences from the reference (backend:*) and what they "
+            "caused; `maskcert simulate --backend NAME` lists them",
+        ]
     return "\n".join(lines)

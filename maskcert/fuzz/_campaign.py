@@ -228,8 +228,15 @@ class _Collector:
             if new:
                 self.result.new_ids.append(f.id)
             self.result.events.append(
-                FindingEvent(f.id, f.invariant, str(msg.get("property", "")), str(msg.get("phase", "")),
-                             shard, round(time.monotonic() - self.start, 3), new)  # fmt: skip
+                FindingEvent(
+                    f.id,
+                    f.invariant,
+                    str(msg.get("property", "")),
+                    str(msg.get("phase", "")),
+                    shard,
+                    round(time.monotonic() - self.start, 3),
+                    new,
+                )
             )
         elif kind == "progress":
             self.progress.examples[shard] = int(msg.get("examples", 0))
@@ -273,8 +280,10 @@ def _run_local(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag) -> 
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     stop_event = ctx.Event()
-    procs = [ctx.Process(target=_worker_main, args=(s, messages, stop_event), name=f"maskcert-fuzz-{s.shard}")
-             for s in specs]  # fmt: skip
+    procs = [
+        ctx.Process(target=_worker_main, args=(s, messages, stop_event), name=f"maskcert-fuzz-{s.shard}")
+        for s in specs
+    ]
     for p in procs:
         p.start()
     end_at = specs[0].end_at + specs[0].grace_s
@@ -286,7 +295,9 @@ def _run_local(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag) -> 
             if stop() and stop_since is None:
                 stop_event.set()
                 stop_since = now
-            if now > end_at + WORKER_GRACE_S or (stop_since is not None and now > stop_since + WORKER_GRACE_S):
+            if now > end_at + WORKER_GRACE_S or (
+                stop_since is not None and now > stop_since + WORKER_GRACE_S
+            ):
                 for p in procs:
                     if p.is_alive():
                         p.terminate()
@@ -301,7 +312,9 @@ def _run_local(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag) -> 
                 p.join(timeout=5)
     for s, p in zip(specs, procs):
         if s.shard not in collect.done:
-            collect.result.errors.append(f"shard {s.shard}: worker exited with status {p.exitcode} before it finished")
+            collect.result.errors.append(
+                f"shard {s.shard}: worker exited with status {p.exitcode} before it finished"
+            )
 
 
 # -- Ray ---------------------------------------------------------------------------------------------
@@ -325,8 +338,12 @@ def _run_ray(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag, addre
         raise FuzzUsageError("--cluster", address, f"Ray installed (pip install 'maskcert[ray]'): {e}") from e
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=None if address in ("", "local") else address, ignore_reinit_error=True,
-                 log_to_driver=False, include_dashboard=False)  # fmt: skip
+        ray.init(
+            address=None if address in ("", "local") else address,
+            ignore_reinit_error=True,
+            log_to_driver=False,
+            include_dashboard=False,
+        )
     try:
         messages = RayQueue()
         # The budget is fuzzing time: starting (or joining) the cluster does not count.
@@ -354,7 +371,9 @@ def _run_ray(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag, addre
                 cancelled_at = now
                 for ref in pending:
                     ray.cancel(ref)  # KeyboardInterrupt in the task: it reports what it holds
-            if pending and (now > end_at + WORKER_GRACE_S or (cancelled_at and now > cancelled_at + WORKER_GRACE_S)):
+            if pending and (
+                now > end_at + WORKER_GRACE_S or (cancelled_at and now > cancelled_at + WORKER_GRACE_S)
+            ):
                 for ref in pending:
                     ray.cancel(ref, force=True)
                 break

@@ -62,7 +62,9 @@ def check_database(spec: str) -> str:
     if "://" not in spec:
         path = Path(spec)
         if path.exists() and not path.is_dir():
-            raise FuzzUsageError("--db", spec, "a directory (or a path where one can be made) or redis://HOST:PORT")
+            raise FuzzUsageError(
+                "--db", spec, "a directory (or a path where one can be made) or redis://HOST:PORT"
+            )
         return str(path.resolve())
     parts = urlsplit(spec)
     if parts.scheme != "redis":
@@ -86,7 +88,9 @@ def open_database(spec: str) -> ExampleDatabase:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
     except ImportError as e:
-        raise FuzzUsageError("--db", spec, f"the redis package installed (pip install 'maskcert[redis]'): {e}") from e
+        raise FuzzUsageError(
+            "--db", spec, f"the redis package installed (pip install 'maskcert[redis]'): {e}"
+        ) from e
     client = redis.Redis(
         host=parts.hostname or "localhost", port=parts.port or 6379, db=int(parts.path.strip("/") or 0)
     )
@@ -124,7 +128,9 @@ class CampaignConfig:
 
     def __post_init__(self) -> None:
         if self.target not in BUILTIN_TARGETS and not re.fullmatch(r"[\w.]+:\w+", self.target):
-            raise FuzzUsageError("--target", self.target, f"one of {', '.join(BUILTIN_TARGETS)} or module:function")
+            raise FuzzUsageError(
+                "--target", self.target, f"one of {', '.join(BUILTIN_TARGETS)} or module:function"
+            )
         if self.budget_s <= 0:
             raise FuzzUsageError("--budget", self.budget_s, "a positive duration")
         if self.workers < 1:

@@ -65,27 +65,46 @@ def _disagreement(spec: Spec, text: str, accepted: bool, oracle: str, why: str, 
     data = text.encode("utf-8")
     if accepted:  # the reference lets an invalid string finish
         return Finding(
-            invariant=Invariant.SOUNDNESS, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
-            tokenizer="", tokenizer_fingerprint="", backend_verdict="accepted", reference_verdict="rejected",
+            invariant=Invariant.SOUNDNESS,
+            backend=BACKEND,
+            backend_version=_version(),
+            spec=spec_ref(spec),
+            tokenizer="",
+            tokenizer_fingerprint="",
+            backend_verdict="accepted",
+            reference_verdict="rejected",
             message=f"refdecoder accepts {text!r}, which {oracle} rejects",
             certificate={"completion": data, "validator_error": why, "validated_by": oracle},
-            prefix_bytes=data, walk=walk,
-        )  # fmt: skip
+            prefix_bytes=data,
+            walk=walk,
+        )
     return Finding(
-        invariant=Invariant.COMPLETENESS_BYTE, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
-        tokenizer="", tokenizer_fingerprint="", backend_verdict="rejected", reference_verdict="accepted",
+        invariant=Invariant.COMPLETENESS_BYTE,
+        backend=BACKEND,
+        backend_version=_version(),
+        spec=spec_ref(spec),
+        tokenizer="",
+        tokenizer_fingerprint="",
+        backend_verdict="rejected",
+        reference_verdict="accepted",
         message=f"refdecoder rejects {text!r}, which {oracle} accepts",
-        certificate={"witness": data, "validated_by": oracle}, prefix_bytes=data, walk=walk,
-    )  # fmt: skip
+        certificate={"witness": data, "validated_by": oracle},
+        prefix_bytes=data,
+        walk=walk,
+    )
 
 
 # -- JSON Schema -------------------------------------------------------------------------------------
 def json_values() -> st.SearchStrategy[Any]:
     scalars = st.one_of(
-        st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.sampled_from([0, -1, 1.5, 2.0, 1e20, -0.5]),
-        st.floats(allow_nan=False, allow_infinity=False, width=32), st.text(max_size=6),
+        st.none(),
+        st.booleans(),
+        st.integers(-(10**6), 10**6),
+        st.sampled_from([0, -1, 1.5, 2.0, 1e20, -0.5]),
+        st.floats(allow_nan=False, allow_infinity=False, width=32),
+        st.text(max_size=6),
         st.sampled_from(["", "a", "ab", "é", "0", "x1"]),
-    )  # fmt: skip
+    )
     return st.recursive(
         scalars,
         lambda inner: st.one_of(
@@ -104,10 +123,17 @@ def _leaf_schema(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["integer", "number", "string", "boolean", "null", "enum", "const", "any"]))
     if kind == "integer" or kind == "number":
         s: dict[str, Any] = {"type": kind}
-        for kw in draw(st.lists(st.sampled_from(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]),
-                                unique=True, max_size=2)):  # fmt: skip
-            s[kw] = draw(st.integers(-20, 20)) if kind == "integer" or draw(st.booleans()) else draw(
-                st.sampled_from([-2.5, 0.5, 1.25])
+        for kw in draw(
+            st.lists(
+                st.sampled_from(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]),
+                unique=True,
+                max_size=2,
+            )
+        ):
+            s[kw] = (
+                draw(st.integers(-20, 20))
+                if kind == "integer" or draw(st.booleans())
+                else draw(st.sampled_from([-2.5, 0.5, 1.25]))
             )
         if kind == "integer" and draw(st.booleans()):
             s["multipleOf"] = draw(st.integers(1, 7))
@@ -214,8 +240,12 @@ def _jsonschema_property() -> Property:
             value = data.draw(json_values(), label="instance")
         compact = data.draw(st.booleans(), label="compact")
         try:
-            text = json.dumps(value, separators=(",", ":") if compact else None,
-                              ensure_ascii=data.draw(st.booleans(), label="ascii"), allow_nan=False)  # fmt: skip
+            text = json.dumps(
+                value,
+                separators=(",", ":") if compact else None,
+                ensure_ascii=data.draw(st.booleans(), label="ascii"),
+                allow_nan=False,
+            )
         except ValueError:
             reject()
         errors = list(validator.iter_errors(value))
@@ -223,7 +253,9 @@ def _jsonschema_property() -> Property:
         cover("invariant", "soundness" if not errors else "completeness_byte")
         if accepted == bool(errors):
             why = errors[0].message if errors else ""
-            raise FindingFailure([_disagreement(spec, text, accepted, "jsonschema (Draft 2020-12)", why, "jsonschema")])
+            raise FindingFailure(
+                [_disagreement(spec, text, accepted, "jsonschema (Draft 2020-12)", why, "jsonschema")]
+            )
 
     return Property("reference/jsonschema", jsonschema_agreement)
 
@@ -282,7 +314,9 @@ def gbnf_grammars(draw: st.DrawFn) -> str:
     names = ["root"] + [f"r{i}" for i in range(1, n_rules)]
 
     def item(depth: int) -> str:
-        kind = draw(st.sampled_from(["lit", "lit", "class", "ref", "group"] if depth < 2 else ["lit", "class"]))
+        kind = draw(
+            st.sampled_from(["lit", "lit", "class", "ref", "group"] if depth < 2 else ["lit", "class"])
+        )
         if kind == "lit":
             base = json.dumps(draw(st.sampled_from(["a", "b", "ab", "é", "0", "\n"])), ensure_ascii=False)
         elif kind == "class":
@@ -321,8 +355,18 @@ def _gbnf_property() -> Property:
         expected = gbnf_accepts(text, grammar)
         cover("invariant", "soundness" if not expected else "completeness_byte")
         if accepted != expected:
-            raise FindingFailure([_disagreement(spec, text, accepted, "props.corpus.gbnf_check (Earley)",
-                                                "" if expected else "not in the language", "gbnf")])  # fmt: skip
+            raise FindingFailure(
+                [
+                    _disagreement(
+                        spec,
+                        text,
+                        accepted,
+                        "props.corpus.gbnf_check (Earley)",
+                        "" if expected else "not in the language",
+                        "gbnf",
+                    )
+                ]
+            )
         state = compiled.initial()
         data_bytes = text.encode("utf-8")
         for k in range(1, len(data_bytes) + 1):
@@ -332,15 +376,20 @@ def _gbnf_property() -> Property:
             if (nxt is not None) != viable:
                 prefix = data_bytes[:k]
                 f = Finding(
-                    invariant=Invariant.SOUNDNESS if nxt is not None else Invariant.COMPLETENESS_BYTE, backend=BACKEND,
-                    backend_version=_version(), spec=spec_ref(spec), tokenizer="", tokenizer_fingerprint="",
+                    invariant=Invariant.SOUNDNESS if nxt is not None else Invariant.COMPLETENESS_BYTE,
+                    backend=BACKEND,
+                    backend_version=_version(),
+                    spec=spec_ref(spec),
+                    tokenizer="",
+                    tokenizer_fingerprint="",
                     backend_verdict="viable" if nxt is not None else "dead",
                     reference_verdict="viable" if viable else "dead",
                     message=f"refdecoder says the prefix {prefix!r} is {'viable' if nxt is not None else 'dead'}, "
                     f"the second GBNF parser says {'viable' if viable else 'dead'}",
                     certificate={"prefix": prefix, "validated_by": "props.corpus.gbnf_check"},
-                    prefix_bytes=prefix, walk="gbnf-prefix",
-                )  # fmt: skip
+                    prefix_bytes=prefix,
+                    walk="gbnf-prefix",
+                )
                 raise FindingFailure([f])
             if nxt is None:
                 break
@@ -354,12 +403,21 @@ _MASK_SPECS: tuple[Spec, ...] = (
     Choice(["yes", "no", "maybe", "日本"]),
     Regex(r"[a-c]{1,4}(-[0-9]{1,2})?"),
     Regex(r"(é|ab|\d)+!?"),
-    JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}},
-                "required": ["a"], "additionalProperties": False}, JsonProfile(allow_duplicate_keys=True, whitespace=1)),
-    JsonSchema({"type": "array", "items": {"enum": ["x", "é", 1, None]}, "maxItems": 3},
-               JsonProfile(allow_duplicate_keys=True, whitespace=1)),
+    JsonSchema(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}},
+            "required": ["a"],
+            "additionalProperties": False,
+        },
+        JsonProfile(allow_duplicate_keys=True, whitespace=1),
+    ),
+    JsonSchema(
+        {"type": "array", "items": {"enum": ["x", "é", 1, None]}, "maxItems": 3},
+        JsonProfile(allow_duplicate_keys=True, whitespace=1),
+    ),
     Gbnf('root ::= "(" root ")" | [a-c]+ | "é"'),
-)  # fmt: skip
+)
 
 
 def _bits(mask: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -378,13 +436,25 @@ def _masks_property(ctx: TargetContext) -> Property:
         key = (si, vi, fast)
         if key not in tables:
             g = refdecoder.compile(spec)
-            tables[key] = TokenGrammar(g, vocabs[vi]) if fast else TokenGrammar(g, vocabs[vi], lexeme_tables=False, cache_bytes=0)
+            tables[key] = (
+                TokenGrammar(g, vocabs[vi])
+                if fast
+                else TokenGrammar(g, vocabs[vi], lexeme_tables=False, cache_bytes=0)
+            )
         return tables[key]
 
-    generated = st.one_of(regexes().map(Regex), schemas().map(lambda s: JsonSchema(s, JsonProfile(allow_duplicate_keys=True, whitespace=1))))
+    generated = st.one_of(
+        regexes().map(Regex),
+        schemas().map(lambda s: JsonSchema(s, JsonProfile(allow_duplicate_keys=True, whitespace=1))),
+    )
 
-    @given(which=st.integers(0, len(_MASK_SPECS)), extra=generated, vi=st.integers(0, len(vocabs) - 1),
-           fast=st.booleans(), data=st.data())  # fmt: skip
+    @given(
+        which=st.integers(0, len(_MASK_SPECS)),
+        extra=generated,
+        vi=st.integers(0, len(vocabs) - 1),
+        fast=st.booleans(),
+        data=st.data(),
+    )
     def masks_equal_definition(which: int, extra: Spec, vi: int, fast: bool, data: st.DataObject) -> None:
         vocab = vocabs[vi]
         if which < len(_MASK_SPECS):
@@ -393,7 +463,9 @@ def _masks_property(ctx: TargetContext) -> Property:
         else:
             spec = extra
             g = _compile(spec)
-            tg = TokenGrammar(g, vocab) if fast else TokenGrammar(g, vocab, lexeme_tables=False, cache_bytes=0)
+            tg = (
+                TokenGrammar(g, vocab) if fast else TokenGrammar(g, vocab, lexeme_tables=False, cache_bytes=0)
+            )
         cover("construct", f"mask:{type(spec).__name__}")
         state = tg.initial()
         ids: list[int] = []
@@ -408,17 +480,32 @@ def _masks_property(ctx: TargetContext) -> Property:
                 for t in np.flatnonzero(got != want)[:4].tolist():
                     is_eos = t in tg.eos_ids
                     allowed = bool(got[t])
-                    inv = Invariant.EOS if is_eos else (Invariant.SOUNDNESS if allowed else Invariant.COMPLETENESS_TOKEN)
-                    findings.append(Finding(
-                        invariant=inv, backend=BACKEND, backend_version=_version(), spec=spec_ref(spec),
-                        tokenizer=str(getattr(vocab, "name", "")), tokenizer_fingerprint=str(getattr(vocab, "fingerprint", "")),
-                        prefix_ids=tuple(ids), token_id=int(t), token_bytes=tg.token_bytes(int(t)),
-                        backend_verdict="allowed" if allowed else "masked",
-                        reference_verdict="masked" if allowed else "allowed", reference_allows=not allowed,
-                        message=f"TokenGrammar.mask ({'fast paths' if fast else 'plain walk'}) differs from "
-                        "mask_bruteforce", prefix_bytes=prefix, walk="random",
-                        certificate={"fast_paths": fast},
-                    ))  # fmt: skip
+                    inv = (
+                        Invariant.EOS
+                        if is_eos
+                        else (Invariant.SOUNDNESS if allowed else Invariant.COMPLETENESS_TOKEN)
+                    )
+                    findings.append(
+                        Finding(
+                            invariant=inv,
+                            backend=BACKEND,
+                            backend_version=_version(),
+                            spec=spec_ref(spec),
+                            tokenizer=str(getattr(vocab, "name", "")),
+                            tokenizer_fingerprint=str(getattr(vocab, "fingerprint", "")),
+                            prefix_ids=tuple(ids),
+                            token_id=int(t),
+                            token_bytes=tg.token_bytes(int(t)),
+                            backend_verdict="allowed" if allowed else "masked",
+                            reference_verdict="masked" if allowed else "allowed",
+                            reference_allows=not allowed,
+                            message=f"TokenGrammar.mask ({'fast paths' if fast else 'plain walk'}) differs from "
+                            "mask_bruteforce",
+                            prefix_bytes=prefix,
+                            walk="random",
+                            certificate={"fast_paths": fast},
+                        )
+                    )
                 raise FindingFailure(findings)
             choices = [t for t in np.flatnonzero(want).tolist() if t not in tg.eos_ids]
             if not choices:

@@ -181,8 +181,15 @@ def _run_property(
     test = _prepare(prop, s, run_seed, key)
     handle = getattr(test, "hypothesis", None)
     if handle is None:
-        sink({"type": "error", "shard": spec.shard, "property": prop.name, "phase": phase,
-              "error": f"property {prop.name!r}: test is not a @given function"})  # fmt: skip
+        sink(
+            {
+                "type": "error",
+                "shard": spec.shard,
+                "property": prop.name,
+                "phase": phase,
+                "error": f"property {prop.name!r}: test is not a @given function",
+            }
+        )
         return True
     inner = handle.inner_test
     latest: list[Finding] = []
@@ -193,8 +200,14 @@ def _run_property(
         now = time.monotonic()
         if force or now - counters.last_progress >= PROGRESS_EVERY_S:
             counters.last_progress = now
-            sink({"type": "progress", "shard": spec.shard, "examples": counters.examples,
-                  "coverage": _coverage_since(counters.coverage_base)})  # fmt: skip
+            sink(
+                {
+                    "type": "progress",
+                    "shard": spec.shard,
+                    "examples": counters.examples,
+                    "coverage": _coverage_since(counters.coverage_base),
+                }
+            )
 
     @functools.wraps(inner)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -243,8 +256,15 @@ def _run_property(
         handle.inner_test = inner
     for f in found:
         counters.known.add(f.id)
-        sink({"type": "finding", "shard": spec.shard, "property": prop.name, "phase": phase,
-              "finding": f.to_json()})  # fmt: skip
+        sink(
+            {
+                "type": "finding",
+                "shard": spec.shard,
+                "property": prop.name,
+                "phase": phase,
+                "finding": f.to_json(),
+            }
+        )
     for x in errors:
         text = "".join(traceback.format_exception(type(x), x, x.__traceback__, limit=-3)).strip()
         sink({"type": "error", "shard": spec.shard, "property": prop.name, "phase": phase, "error": text})
@@ -259,8 +279,15 @@ def run_shard(spec: ShardSpec, sink: Sink, should_stop: Callable[[], bool]) -> N
     try:
         props = build_properties(spec.config)
     except Exception as e:  # noqa: BLE001 - reported to the parent, which exits non-zero
-        sink({"type": "error", "shard": spec.shard, "property": "", "phase": "setup",
-              "error": f"{type(e).__name__}: {e}"})  # fmt: skip
+        sink(
+            {
+                "type": "error",
+                "shard": spec.shard,
+                "property": "",
+                "phase": "setup",
+                "error": f"{type(e).__name__}: {e}",
+            }
+        )
         props = []
     base = fuzz_settings()
     if props:
@@ -270,8 +297,18 @@ def run_shard(spec: ShardSpec, sink: Sink, should_stop: Callable[[], bool]) -> N
                 continue
             # Replay is owed even when starting took the whole budget: it gets at least the grace period.
             replay_end = max(spec.end_at, time.time() + grace)
-            if not _run_property(prop, "reuse", spec.run_seed(-1 - i), replay_end, replay_end + grace,
-                                 spec, base, counters, sink, should_stop):  # fmt: skip
+            if not _run_property(
+                prop,
+                "reuse",
+                spec.run_seed(-1 - i),
+                replay_end,
+                replay_end + grace,
+                spec,
+                base,
+                counters,
+                sink,
+                should_stop,
+            ):
                 reason = "signal"
                 break
         iteration = 0
@@ -282,13 +319,31 @@ def run_shard(spec: ShardSpec, sink: Sink, should_stop: Callable[[], bool]) -> N
                 break
             prop = props[(iteration + spec.shard) % len(props)]
             soft_end = min(spec.end_at, time.time() + slice_s)
-            if not _run_property(prop, "explore", spec.run_seed(iteration), soft_end,
-                                 min(soft_end, spec.end_at) + grace, spec, base, counters, sink,
-                                 should_stop):  # fmt: skip
+            if not _run_property(
+                prop,
+                "explore",
+                spec.run_seed(iteration),
+                soft_end,
+                min(soft_end, spec.end_at) + grace,
+                spec,
+                base,
+                counters,
+                sink,
+                should_stop,
+            ):
                 reason = "signal"
             iteration += 1
     if should_stop():
         reason = "signal"
-    sink({"type": "done", "shard": spec.shard, "examples": counters.examples, "runs": counters.runs, "known_hits": counters.known_hits,
-          "property_examples": dict(counters.property_examples), "coverage": _coverage_since(counters.coverage_base),
-          "stopped": reason})  # fmt: skip
+    sink(
+        {
+            "type": "done",
+            "shard": spec.shard,
+            "examples": counters.examples,
+            "runs": counters.runs,
+            "known_hits": counters.known_hits,
+            "property_examples": dict(counters.property_examples),
+            "coverage": _coverage_since(counters.coverage_base),
+            "stopped": reason,
+        }
+    )

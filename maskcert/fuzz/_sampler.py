@@ -39,11 +39,17 @@ def _masked_batch(draw: st.DrawFn, *, min_vocab: int = 0) -> tuple[Any, Any]:
     bitmask = torch.tensor([[draw(word) for _ in range(words)] for _ in range(batch)], dtype=torch.int32)
     bitmask = bitmask.reshape(batch, words)
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1), label="logits seed"))
-    dtype = draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16, torch.float64]), label="dtype")
+    dtype = draw(
+        st.sampled_from([torch.float32, torch.float16, torch.bfloat16, torch.float64]), label="dtype"
+    )
     logits = (torch.randn(batch, vocab, generator=gen) * 4).to(dtype)
     if vocab:
-        for r, i, v in draw(st.lists(st.tuples(st.integers(0, batch - 1), st.integers(0, vocab - 1),
-                                               st.sampled_from(_SPECIALS)), max_size=5)):  # fmt: skip
+        for r, i, v in draw(
+            st.lists(
+                st.tuples(st.integers(0, batch - 1), st.integers(0, vocab - 1), st.sampled_from(_SPECIALS)),
+                max_size=5,
+            )
+        ):
             logits[r, i] = v
     return logits, bitmask
 
@@ -56,14 +62,30 @@ def _allowed(bitmask: Any, vocab: int) -> list[list[bool]]:
     ]
 
 
-def _finding(fn: str, dtype: str, invariant: Invariant, token: int | None, got: str, want: str, message: str,
-             certificate: dict[str, Any]) -> Finding:  # fmt: skip
+def _finding(
+    fn: str,
+    dtype: str,
+    invariant: Invariant,
+    token: int | None,
+    got: str,
+    want: str,
+    message: str,
+    certificate: dict[str, Any],
+) -> Finding:
     return Finding(
-        invariant=invariant, backend="reference", backend_version="0.1.0",
+        invariant=invariant,
+        backend="reference",
+        backend_version="0.1.0",
         spec=SpecRef(SpecKind.CHOICE, [f"sampler:{fn}", dtype], name=f"sampler:{fn}", corpus="sampler"),
-        tokenizer="", tokenizer_fingerprint="", token_id=token, backend_verdict=got, reference_verdict=want,
-        message=message, certificate=certificate, walk="sampler",
-    )  # fmt: skip
+        tokenizer="",
+        tokenizer_fingerprint="",
+        token_id=token,
+        backend_verdict=got,
+        reference_verdict=want,
+        message=message,
+        certificate=certificate,
+        walk="sampler",
+    )
 
 
 def _apply_property() -> Property:
@@ -86,27 +108,41 @@ def _apply_property() -> Property:
         if diff:
             r, i = diff[0]
             ok = bool(allowed[r, i])
-            raise FindingFailure([_finding(
-                "apply_token_bitmask", str(logits.dtype).removeprefix("torch."),
-                Invariant.COMPLETENESS_TOKEN if ok else Invariant.SOUNDNESS, i,
-                f"logit {float(got[r, i])!r}", f"logit {float(want[r, i])!r}",
-                f"apply_token_bitmask differs from torch.where(mask, logits, -inf) on an "
-                f"{'allowed' if ok else 'masked'} token",
-                {"row": r, "vocab": vocab, "words": bitmask[r].tolist(), "logit": float(logits[r, i]),
-                 "differences": len(diff)},
-            )])  # fmt: skip
+            raise FindingFailure(
+                [
+                    _finding(
+                        "apply_token_bitmask",
+                        str(logits.dtype).removeprefix("torch."),
+                        Invariant.COMPLETENESS_TOKEN if ok else Invariant.SOUNDNESS,
+                        i,
+                        f"logit {float(got[r, i])!r}",
+                        f"logit {float(want[r, i])!r}",
+                        f"apply_token_bitmask differs from torch.where(mask, logits, -inf) on an "
+                        f"{'allowed' if ok else 'masked'} token",
+                        {
+                            "row": r,
+                            "vocab": vocab,
+                            "words": bitmask[r].tolist(),
+                            "logit": float(logits[r, i]),
+                            "differences": len(diff),
+                        },
+                    )
+                ]
+            )
 
     return Property("sampler/apply_token_bitmask", apply_equals_where)
 
 
 def _sample_property() -> Property:
-    params: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries({
-        "temperature": st.sampled_from([0.0, 0.7, 1.0]),
-        "top_k": st.sampled_from([None, 1, 5]),
-        "top_p": st.sampled_from([1.0, 0.9, 0.3]),
-        "min_p": st.sampled_from([0.0, 0.05]),
-        "seed": st.integers(0, 2**63),
-    })  # fmt: skip
+    params: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
+        {
+            "temperature": st.sampled_from([0.0, 0.7, 1.0]),
+            "top_k": st.sampled_from([None, 1, 5]),
+            "top_p": st.sampled_from([1.0, 0.9, 0.3]),
+            "min_p": st.sampled_from([0.0, 0.05]),
+            "seed": st.integers(0, 2**63),
+        }
+    )
 
     @given(case=_masked_batch(min_vocab=1), p=params)
     def sample_draws_allowed(case: tuple[Any, Any], p: dict[str, Any]) -> None:
@@ -124,25 +160,61 @@ def _sample_property() -> Property:
         cover("invariant", "liveness")
         for r, outcome in enumerate(result.outcomes()):
             row = logits[r].to(torch.float64).tolist()
-            usable = [i for i in range(vocab) if allowed[r][i] and not math.isnan(row[i]) and row[i] != -math.inf]
+            usable = [
+                i for i in range(vocab) if allowed[r][i] and not math.isnan(row[i]) and row[i] != -math.inf
+            ]
             cert = {"row": r, "vocab": vocab, "words": bitmask[r].tolist(), "params": p}
             if isinstance(outcome, NoValidToken):
                 if usable:
-                    raise FindingFailure([_finding("sample", dtype, Invariant.LIVENESS, None, "NoValidToken",
-                                                   f"{len(usable)} usable tokens",
-                                                   "sample reports no valid token while allowed tokens have usable logits",
-                                                   cert)])  # fmt: skip
+                    raise FindingFailure(
+                        [
+                            _finding(
+                                "sample",
+                                dtype,
+                                Invariant.LIVENESS,
+                                None,
+                                "NoValidToken",
+                                f"{len(usable)} usable tokens",
+                                "sample reports no valid token while allowed tokens have usable logits",
+                                cert,
+                            )
+                        ]
+                    )
                 continue
             t = int(outcome)
             if t not in usable:
-                raise FindingFailure([_finding("sample", dtype, Invariant.SOUNDNESS, t, "drawn", "masked",
-                                               "sample drew a masked token or one with logit -inf/NaN", cert)])  # fmt: skip
+                raise FindingFailure(
+                    [
+                        _finding(
+                            "sample",
+                            dtype,
+                            Invariant.SOUNDNESS,
+                            t,
+                            "drawn",
+                            "masked",
+                            "sample drew a masked token or one with logit -inf/NaN",
+                            cert,
+                        )
+                    ]
+                )
             if params_.greedy:
                 best = max(row[i] for i in usable)
                 first = next(i for i in usable if row[i] == best)
                 if t != first:
-                    raise FindingFailure([_finding("sample", dtype, Invariant.DETERMINISM, t, "drawn", f"argmax {first}",
-                                                   "greedy sample is not the first allowed maximum", cert)])  # fmt: skip
+                    raise FindingFailure(
+                        [
+                            _finding(
+                                "sample",
+                                dtype,
+                                Invariant.DETERMINISM,
+                                t,
+                                "drawn",
+                                f"argmax {first}",
+                                "greedy sample is not the first allowed maximum",
+                                cert,
+                            )
+                        ]
+                    )
 
     return Property("sampler/sample", sample_draws_allowed)
 

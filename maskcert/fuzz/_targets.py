@@ -83,7 +83,9 @@ def check_target(config: CampaignConfig) -> None:
     """Fail early (before any worker starts) on a target or backend that cannot run here."""
     resolve_target(config.target)
     if config.target == "invariants" and importlib.util.find_spec("props.checks.properties") is None:
-        raise FuzzUsageError("--target", "invariants", "props.checks.properties (not in this installation yet)")
+        raise FuzzUsageError(
+            "--target", "invariants", "props.checks.properties (not in this installation yet)"
+        )
     if config.target in ("invariants", "serving"):
         from props.backends import load_backend
 

@@ -19,7 +19,15 @@ from typing import Any
 
 from refdecoder.errors import MaskcertError
 
-__all__ = ["BackendInfo", "REGISTRY", "ENGINES", "ADAPTERS", "load_backend", "adapter_class", "BackendUnavailable"]
+__all__ = [
+    "BackendInfo",
+    "REGISTRY",
+    "ENGINES",
+    "ADAPTERS",
+    "load_backend",
+    "adapter_class",
+    "BackendUnavailable",
+]
 
 
 @dataclass(frozen=True)
@@ -39,30 +47,71 @@ class BackendInfo:
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
 
 
-REGISTRY: Mapping[str, BackendInfo] = MappingProxyType({
-    info.name: info
-    for info in (
-        BackendInfo("reference", "props.backends.reference:ReferenceBackend", "refdecoder", "maskcert", ">=0.1",
-                    {"profile": None}),
-        BackendInfo("xgrammar", "props.backends.xgrammar:XGrammarBackend", "xgrammar", "xgrammar", "==0.2.9",
-                    {"any_whitespace": True, "max_whitespace_cnt": None, "strict_mode": True, "max_threads": 8,
-                     "cache_enabled": True}),
-        BackendInfo("llguidance", "props.backends.llguidance:LLGuidanceBackend", "llguidance", "llguidance",
-                    "==1.9.1",
-                    {"whitespace_flexible": True, "general_unicode_escapes": True, "limits": None, "log_level": 1}),
-        BackendInfo("outlines-core", "props.backends.outlines_core:OutlinesCoreBackend", "outlines_core",
-                    "outlines-core", "==0.2.14",
-                    {"whitespace_pattern": r"[ \t\n\r]?", "max_recursion_depth": 3, "max_rollback": 4096}),
-        BackendInfo("lm-format-enforcer", "props.backends.lmfe:LMFormatEnforcerBackend", "lmformatenforcer",
-                    "lm-format-enforcer", "==0.11.3", {"max_consecutive_whitespaces": 12}),
-    )
-})  # fmt: skip
+REGISTRY: Mapping[str, BackendInfo] = MappingProxyType(
+    {
+        info.name: info
+        for info in (
+            BackendInfo(
+                "reference",
+                "props.backends.reference:ReferenceBackend",
+                "refdecoder",
+                "maskcert",
+                ">=0.1",
+                {"profile": None},
+            ),
+            BackendInfo(
+                "xgrammar",
+                "props.backends.xgrammar:XGrammarBackend",
+                "xgrammar",
+                "xgrammar",
+                "==0.2.9",
+                {
+                    "any_whitespace": True,
+                    "max_whitespace_cnt": None,
+                    "strict_mode": True,
+                    "max_threads": 8,
+                    "cache_enabled": True,
+                },
+            ),
+            BackendInfo(
+                "llguidance",
+                "props.backends.llguidance:LLGuidanceBackend",
+                "llguidance",
+                "llguidance",
+                "==1.9.1",
+                {
+                    "whitespace_flexible": True,
+                    "general_unicode_escapes": True,
+                    "limits": None,
+                    "log_level": 1,
+                },
+            ),
+            BackendInfo(
+                "outlines-core",
+                "props.backends.outlines_core:OutlinesCoreBackend",
+                "outlines_core",
+                "outlines-core",
+                "==0.2.14",
+                {"whitespace_pattern": r"[ \t\n\r]?", "max_recursion_depth": 3, "max_rollback": 4096},
+            ),
+            BackendInfo(
+                "lm-format-enforcer",
+                "props.backends.lmfe:LMFormatEnforcerBackend",
+                "lmformatenforcer",
+                "lm-format-enforcer",
+                "==0.11.3",
+                {"max_consecutive_whitespaces": 12},
+            ),
+        )
+    }
+)
 
 #: The third-party engines, in the registry's order.
 ENGINES: tuple[str, ...] = tuple(name for name in REGISTRY if name != "reference")
 
 #: name -> "module:Class", derived from :data:`REGISTRY`.
 ADAPTERS: Mapping[str, str] = MappingProxyType({name: info.adapter for name, info in REGISTRY.items()})
+
 
 class BackendUnavailable(MaskcertError, ImportError):
     """An optional backend's package is not installed (the CLI exits 2 with this message)."""

@@ -204,7 +204,9 @@ class Target:
         try:
             return validate_output(self.spec, data)
         except CorpusError as e:
-            self.self_check.append(f"{self.spec.name}: the independent validator cannot judge {data[:80]!r}: {e}")
+            self.self_check.append(
+                f"{self.spec.name}: the independent validator cannot judge {data[:80]!r}: {e}"
+            )
             return UNDECIDED
 
     def validator_name(self) -> str:
@@ -218,7 +220,9 @@ class Target:
 
 def mask_bits(mask: Any, size: int) -> np.ndarray:
     """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
-    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype=np.int32).astype("<i4")
+    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype=np.int32).astype(
+        "<i4"
+    )
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
 
 
@@ -247,8 +251,12 @@ class Guarded:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.forced_bytes = (lambda: _call("forced_bytes", inner.forced_bytes)) if hasattr(inner, "forced_bytes") else None
-        self.validate = (lambda ids: _call("validate", inner.validate, ids)) if hasattr(inner, "validate") else None
+        self.forced_bytes = (
+            (lambda: _call("forced_bytes", inner.forced_bytes)) if hasattr(inner, "forced_bytes") else None
+        )
+        self.validate = (
+            (lambda ids: _call("validate", inner.validate, ids)) if hasattr(inner, "validate") else None
+        )
 
     def mask(self) -> Any:
         return _call("mask", self.inner.mask)
@@ -267,7 +275,9 @@ class Guarded:
 
 
 # -- preparing a target ---------------------------------------------------------------------------
-def backend_failure(backend: Backend, spec: SpecRef, vocab: Vocabulary, operation: str, e: BaseException) -> Finding:
+def backend_failure(
+    backend: Backend, spec: SpecRef, vocab: Vocabulary, operation: str, e: BaseException
+) -> Finding:
     """A ``crash`` (or ``limits``, for worker timeouts and memory) finding for an exception from backend code."""
     kind = getattr(e, "kind", "crash")  # the worker's word for how a call failed
     invariant = Invariant.LIMITS if kind == "limits" else Invariant.CRASH
@@ -290,7 +300,9 @@ def backend_failure(backend: Backend, spec: SpecRef, vocab: Vocabulary, operatio
     )
 
 
-def prepare(backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecoder.Limits | None = None) -> Target | NotChecked:
+def prepare(
+    backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecoder.Limits | None = None
+) -> Target | NotChecked:
     """Compile ``spec`` on both sides for ``vocab``; a :class:`Target` when both compiled."""
     profile: DeclaredProfile = backend.profile
     judged = profile_spec_ref(spec, profile)
@@ -312,7 +324,9 @@ def prepare(backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecod
         return NotChecked("backend", f.message, (f,))
     if isinstance(outcome, Refused):
         side = "both" if reference is None else "backend"
-        reason = outcome.reason if reference is not None else f"backend: {outcome.reason}; reference: {ref_reason}"
+        reason = (
+            outcome.reason if reference is not None else f"backend: {outcome.reason}; reference: {ref_reason}"
+        )
         return NotChecked(side, reason)
     if reference is None:
         return NotChecked("reference", ref_reason, backend_compiled=outcome)
@@ -320,7 +334,9 @@ def prepare(backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecod
 
 
 # -- one step -------------------------------------------------------------------------------------
-def _complete_with_backend(t: Target, m: Any, steps: int = _COMPLETION_STEPS) -> tuple[bytes, list[int], bool]:
+def _complete_with_backend(
+    t: Target, m: Any, steps: int = _COMPLETION_STEPS
+) -> tuple[bytes, list[int], bool]:
     """Let the backend finish from ``m`` (a fork): EOS as soon as it is allowed, else the allowed
     token that most likely closes the structure. Returns (bytes, ids, finished)."""
     ids: list[int] = []
@@ -369,8 +385,12 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
                 f"but {t.validator_name()} accepts the backend's output {output!r}"
             )
             return None
-        cert.update(completion=output, completion_ids=[*prefix, token, *rest_ids], validator_error=error,
-                    validated_by=t.validator_name())  # fmt: skip
+        cert.update(
+            completion=output,
+            completion_ids=[*prefix, token, *rest_ids],
+            validator_error=error,
+            validated_by=t.validator_name(),
+        )
     return t.finding(
         Invariant.SOUNDNESS,
         prefix,
@@ -401,7 +421,9 @@ def _witness(t: Target, r: RefMatcher, token: int) -> tuple[bytes, bytes] | None
     if error == UNDECIDED:
         return None
     if error is not None:
-        t.self_check.append(f"{t.spec.name}: the reference's witness {full!r} is rejected by {t.validator_name()}: {error}")
+        t.self_check.append(
+            f"{t.spec.name}: the reference's witness {full!r} is rejected by {t.validator_name()}: {error}"
+        )
         return None
     return rest, full
 
@@ -471,14 +493,20 @@ def _completeness(
         invariant = Invariant.UTF8
         level = "a token that splits a UTF-8 character"
     elif canon is not None and _passes(t, canon):
-        invariant, level = Invariant.COMPLETENESS_TOKEN, "the canonical encoding of the witness passes; this segmentation does not"
+        invariant, level = (
+            Invariant.COMPLETENESS_TOKEN,
+            "the canonical encoding of the witness passes; this segmentation does not",
+        )
     else:
         exists = _segmentation_exists(t, full)
         cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[exists]
         if exists is False:
             invariant, level = Invariant.COMPLETENESS_BYTE, "no segmentation of the witness passes"
         elif canon is not None or canonical_next:
-            invariant, level = Invariant.COMPLETENESS_CANONICAL, "the tokenizer's own encoding of the witness is blocked"
+            invariant, level = (
+                Invariant.COMPLETENESS_CANONICAL,
+                "the tokenizer's own encoding of the witness is blocked",
+            )
         else:
             invariant, level = Invariant.COMPLETENESS_TOKEN, "this segmentation of the witness is blocked"
     if t.profile.canonical_tokenization_only and invariant in (Invariant.COMPLETENESS_TOKEN, Invariant.UTF8):
@@ -506,15 +534,28 @@ def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Find
         verdict, ref = "EOS offered", "EOS masked: the prefix is not in the language"
         msg = f"offers EOS after {data!r}, which is not a complete valid output"
         if error is None:
-            t.self_check.append(f"{t.spec.name}: reference rejects {data!r} as complete but {t.validator_name()} accepts it")
+            t.self_check.append(
+                f"{t.spec.name}: reference rejects {data!r} as complete but {t.validator_name()} accepts it"
+            )
     else:
         verdict, ref = "EOS masked", "EOS allowed: the prefix is a complete valid output"
         msg = f"does not offer EOS after {data!r}, a complete valid output"
         if error is not None:
-            t.self_check.append(f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}")
-    return t.finding(Invariant.EOS, prefix, token_id=int(t.eos[0]) if len(t.eos) else None,
-                     token_bytes=None, backend_verdict=verdict, reference_verdict=ref, reference_allows=not backend_eos,
-                     message=msg, certificate=cert, walk=walk)  # fmt: skip
+            t.self_check.append(
+                f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}"
+            )
+    return t.finding(
+        Invariant.EOS,
+        prefix,
+        token_id=int(t.eos[0]) if len(t.eos) else None,
+        token_bytes=None,
+        backend_verdict=verdict,
+        reference_verdict=ref,
+        reference_allows=not backend_eos,
+        message=msg,
+        certificate=cert,
+        walk=walk,
+    )
 
 
 def compare_step(
@@ -529,23 +570,48 @@ def compare_step(
     b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
     b_text, r_text = bm & t.text, rm & t.text
     if not b_text.any() and not b_eos and (r_text.any() or r_eos):
-        found.append(t.finding(Invariant.LIVENESS, prefix, backend_verdict="empty mask",
-                               reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
-                               message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
-                               certificate={"prefix": t.vocab.decode(prefix)}, walk=walk))  # fmt: skip
+        found.append(
+            t.finding(
+                Invariant.LIVENESS,
+                prefix,
+                backend_verdict="empty mask",
+                reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
+                message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
+                certificate={"prefix": t.vocab.decode(prefix)},
+                walk=walk,
+            )
+        )
         return found
-    if b_eos != r_eos and t.first_time(Invariant.EOS, t.vocab.decode(prefix), b_eos) and t.may_certify(Invariant.EOS):
+    if (
+        b_eos != r_eos
+        and t.first_time(Invariant.EOS, t.vocab.decode(prefix), b_eos)
+        and t.may_certify(Invariant.EOS)
+    ):
         found.append(_eos(t, prefix, b_eos, walk))
-    elif b_eos == r_eos and bool(m.is_accepting()) != r.is_accepting() and t.first_time("accepting", len(prefix)):
+    elif (
+        b_eos == r_eos
+        and bool(m.is_accepting()) != r.is_accepting()
+        and t.first_time("accepting", len(prefix))
+    ):
         # The mask's EOS bit is right but is_accepting() says otherwise: callers that stop on it are wrong.
         said = bool(m.is_accepting())
-        found.append(t.finding(Invariant.EOS, prefix, backend_verdict=f"is_accepting() is {said}",
-                               reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
-                               reference_allows=r.is_accepting(),
-                               message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
-                                       f"{'offers' if b_eos else 'masks'} EOS",
-                               certificate={"operations": [op.accept(i) for i in prefix] + [op.ACCEPTING],
-                                            "observed": said, "expected": r.is_accepting()}, walk=walk))  # fmt: skip
+        found.append(
+            t.finding(
+                Invariant.EOS,
+                prefix,
+                backend_verdict=f"is_accepting() is {said}",
+                reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
+                reference_allows=r.is_accepting(),
+                message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
+                f"{'offers' if b_eos else 'masks'} EOS",
+                certificate={
+                    "operations": [op.accept(i) for i in prefix] + [op.ACCEPTING],
+                    "observed": said,
+                    "expected": r.is_accepting(),
+                },
+                walk=walk,
+            )
+        )
     specials = bm & ~t.text
     specials[t.eos] = False
     extra = np.flatnonzero((b_text & ~r_text) | specials)
@@ -598,7 +664,9 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
             if _rejected(ref_out):
                 raise ValueError(f"walk {walk!r} is not in the language at step {k} (token {tok})")
             if _rejected(m.accept(int(tok))):
-                if not any(f.step == k and f.token_id == tok for f in found) and t.first_time("accept", k, tok):
+                if not any(f.step == k and f.token_id == tok for f in found) and t.first_time(
+                    "accept", k, tok
+                ):
                     f = _completeness(t, ids[:k], int(tok), _ref_at(t, ids[:k]), walk, walk == "canonical", 0)
                     if f is not None:
                         found.append(f.with_(backend_verdict="accept() rejected it"))
@@ -644,7 +712,9 @@ def weighted_picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
     return pick
 
 
-def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_steps: int = 40) -> list[Finding]:
+def adversarial_walk(
+    t: Target, pick: Callable[[Target, list[int]], int], max_steps: int = 40
+) -> list[Finding]:
     """Let the backend choose among its own allowed tokens (through ``pick``), masks compared at
     every step; stops at EOS, at the first token the reference rejects, or after ``max_steps``."""
     found: list[Finding] = []
@@ -662,13 +732,23 @@ def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_st
             if _rejected(r.accept(tok)):
                 break  # compare_step has reported it (soundness or eos)
             if _rejected(m.accept(tok)):
-                found.append(t.finding(Invariant.DETERMINISM, ids, token_id=tok, token_bytes=t.token_bytes(tok),
-                                       backend_verdict="allowed by mask(), rejected by accept()",
-                                       reference_verdict="accepted",
-                                       message=f"mask() allows token {tok} but accept() rejects it",
-                                       certificate={"operations": [op.accept(i) for i in ids] + [op.MASK, op.accept(tok)],
-                                                    "observed": "rejected", "expected": "accepted"},
-                                       walk="adversarial"))  # fmt: skip
+                found.append(
+                    t.finding(
+                        Invariant.DETERMINISM,
+                        ids,
+                        token_id=tok,
+                        token_bytes=t.token_bytes(tok),
+                        backend_verdict="allowed by mask(), rejected by accept()",
+                        reference_verdict="accepted",
+                        message=f"mask() allows token {tok} but accept() rejects it",
+                        certificate={
+                            "operations": [op.accept(i) for i in ids] + [op.MASK, op.accept(tok)],
+                            "observed": "rejected",
+                            "expected": "accepted",
+                        },
+                        walk="adversarial",
+                    )
+                )
                 break
             if tok in t.vocab.eos_ids:
                 break
@@ -678,8 +758,15 @@ def adversarial_walk(t: Target, pick: Callable[[Target, list[int]], int], max_st
     return found
 
 
-def check_invalid(backend: Backend, compiled: Compiled, spec: SpecRef, vocab: Vocabulary, data: bytes, why: str,
-                  reference_compiled: bool) -> list[Finding]:  # fmt: skip
+def check_invalid(
+    backend: Backend,
+    compiled: Compiled,
+    spec: SpecRef,
+    vocab: Vocabulary,
+    data: bytes,
+    why: str,
+    reference_compiled: bool,
+) -> list[Finding]:
     """A backend must not let an invalid output finish: walk ``data``'s canonical (else fewest-token)
     encoding and offer EOS. ``why`` is the independent validator's objection to ``data``."""
     ids = canonical_ids(vocab, data) or vocab.index.fewest_tokens(data)
@@ -712,9 +799,18 @@ def check_invalid(backend: Backend, compiled: Compiled, spec: SpecRef, vocab: Vo
             backend_verdict="accepts the whole output and offers EOS",
             reference_verdict=f"invalid: {why}",
             message=f"lets the invalid output {data[:200]!r} finish"
-            + ("" if reference_compiled else " (the reference refuses this spec: the backend should refuse or enforce it)"),
-            certificate={"completion": data, "completion_ids": list(ids), "invalid_ids": list(ids),
-                         "invalid_text": data, "validator_error": why},  # fmt: skip
+            + (
+                ""
+                if reference_compiled
+                else " (the reference refuses this spec: the backend should refuse or enforce it)"
+            ),
+            certificate={
+                "completion": data,
+                "completion_ids": list(ids),
+                "invalid_ids": list(ids),
+                "invalid_text": data,
+                "validator_error": why,
+            },
             walk="invalid-instance",
         )
     ]
@@ -748,33 +844,63 @@ def check_serving(t: Target, ids: Sequence[int]) -> list[Finding]:
     return found
 
 
-def _serving_finding(t: Target, inv: Invariant, prefix: Sequence[int], ops: list[Op], observed: Any,
-                     expected: Any, message: str) -> Finding:  # fmt: skip
-    return t.finding(inv, prefix, backend_verdict=str(observed)[:200], reference_verdict=str(expected)[:200],
-                     message=message, certificate={"operations": ops, "observed": observed, "expected": expected},
-                     walk="serving")  # fmt: skip
+def _serving_finding(
+    t: Target,
+    inv: Invariant,
+    prefix: Sequence[int],
+    ops: list[Op],
+    observed: Any,
+    expected: Any,
+    message: str,
+) -> Finding:
+    return t.finding(
+        inv,
+        prefix,
+        backend_verdict=str(observed)[:200],
+        reference_verdict=str(expected)[:200],
+        message=message,
+        certificate={"operations": ops, "observed": observed, "expected": expected},
+        walk="serving",
+    )
 
 
 def mask_json(bits: np.ndarray) -> dict[str, Any]:
     """A mask in a certificate: the packed bitmask (xgrammar's int32 layout, little-endian bytes),
     zlib-compressed and base64-encoded, so a reproducer can compare whole masks exactly."""
     words = np.packbits(bits, bitorder="little").tobytes()
-    return {"bitmask_zlib_b64": base64.b64encode(zlib.compress(words, 9)).decode("ascii"),
-            "allowed_count": int(bits.sum()), "size": int(len(bits))}  # fmt: skip
+    return {
+        "bitmask_zlib_b64": base64.b64encode(zlib.compress(words, 9)).decode("ascii"),
+        "allowed_count": int(bits.sum()),
+        "size": int(len(bits)),
+    }
 
 
-def _mask_finding(t: Target, inv: Invariant, prefix: Sequence[int], ops: list[Op], got: np.ndarray,
-                  want: np.ndarray, meaning: str, message: str) -> Finding:  # fmt: skip
+def _mask_finding(
+    t: Target,
+    inv: Invariant,
+    prefix: Sequence[int],
+    ops: list[Op],
+    got: np.ndarray,
+    want: np.ndarray,
+    meaning: str,
+    message: str,
+) -> Finding:
     f = _serving_finding(t, inv, prefix, ops, mask_json(got), mask_json(want), message)
     cert = {**f.certificate, "difference": _diff_summary(got, want), "expected_meaning": meaning}
-    return f.with_(certificate=cert, backend_verdict=str(_diff_summary(got, want))[:200], reference_verdict=meaning)
+    return f.with_(
+        certificate=cert, backend_verdict=str(_diff_summary(got, want))[:200], reference_verdict=meaning
+    )
 
 
 def _diff_summary(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
     extra = np.flatnonzero(got & ~want)
     missing = np.flatnonzero(want & ~got)
-    return {"extra_ids": extra[:8].tolist(), "missing_ids": missing[:8].tolist(),
-            "extra_count": int(len(extra)), "missing_count": int(len(missing))}  # fmt: skip
+    return {
+        "extra_ids": extra[:8].tolist(),
+        "missing_ids": missing[:8].tolist(),
+        "extra_count": int(len(extra)),
+        "missing_count": int(len(missing)),
+    }
 
 
 def _fork_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding]:
@@ -789,10 +915,25 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding
         child.accept(i)
     after = t.backend_mask(m)
     t.checks["fork"] += 1
-    ops = ops_to[:k] + [op.MASK, op.FORK, op.switch(1)] + [op.accept(i) for i in steps] + [op.switch(0), op.MASK]
+    ops = (
+        ops_to[:k]
+        + [op.MASK, op.FORK, op.switch(1)]
+        + [op.accept(i) for i in steps]
+        + [op.switch(0), op.MASK]
+    )
     if not np.array_equal(before, after):
-        return [_mask_finding(t, Invariant.FORK, ids[:k], ops, after, before, "the parent's mask unchanged",
-                                 f"advancing a fork by {len(steps)} tokens changed its parent's mask")]  # fmt: skip
+        return [
+            _mask_finding(
+                t,
+                Invariant.FORK,
+                ids[:k],
+                ops,
+                after,
+                before,
+                "the parent's mask unchanged",
+                f"advancing a fork by {len(steps)} tokens changed its parent's mask",
+            )
+        ]
     # The fork must behave like a fresh matcher given the same tokens (differences from the *ideal*
     # mask are the mask comparisons' business, not fork isolation's).
     child_bits = t.backend_mask(child)
@@ -802,9 +943,18 @@ def _fork_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Finding
     want = t.backend_mask(fresh)
     if not np.array_equal(child_bits, want):
         ops = ops_to[:k] + [op.FORK, op.switch(1)] + [op.accept(i) for i in steps] + [op.MASK]
-        return [_mask_finding(t, Invariant.FORK, [*ids[:k], *steps], ops, child_bits, want,
-                                 "the mask of a fresh matcher given the same tokens",
-                                 "a fork's mask differs from a fresh matcher's after the same tokens")]  # fmt: skip
+        return [
+            _mask_finding(
+                t,
+                Invariant.FORK,
+                [*ids[:k], *steps],
+                ops,
+                child_bits,
+                want,
+                "the mask of a fresh matcher given the same tokens",
+                "a fork's mask differs from a fresh matcher's after the same tokens",
+            )
+        ]
     return []
 
 
@@ -822,9 +972,18 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Fin
         got = t.backend_mask(m)
         ops = ops_to + [op.rollback(j), op.MASK]
         if not np.array_equal(got, masks[n - j]):
-            found.append(_mask_finding(t, Invariant.ROLLBACK, ids[: n - j], ops, got, masks[n - j],
-                                          "the mask of a fresh replay", f"rollback({j}) after {n} tokens does not "
-                                          "restore the mask of the shorter prefix"))  # fmt: skip
+            found.append(
+                _mask_finding(
+                    t,
+                    Invariant.ROLLBACK,
+                    ids[: n - j],
+                    ops,
+                    got,
+                    masks[n - j],
+                    "the mask of a fresh replay",
+                    f"rollback({j}) after {n} tokens does not restore the mask of the shorter prefix",
+                )
+            )
             return found
         for i in ids[n - j :]:
             m.accept(int(i))
@@ -838,9 +997,18 @@ def _rollback_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[Fin
             got = t.backend_mask(m)
             ops = ops_to + [op.accept(eos), op.rollback(1), op.MASK]
             if not np.array_equal(got, masks[n]):
-                found.append(_mask_finding(t, Invariant.ROLLBACK, ids, ops, got, masks[n],
-                                              "the mask before EOS", "rollback(1) after EOS does not restore the "
-                                              "state before EOS"))  # fmt: skip
+                found.append(
+                    _mask_finding(
+                        t,
+                        Invariant.ROLLBACK,
+                        ids,
+                        ops,
+                        got,
+                        masks[n],
+                        "the mask before EOS",
+                        "rollback(1) after EOS does not restore the state before EOS",
+                    )
+                )
     return found
 
 
@@ -866,11 +1034,30 @@ def _speculative_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[
         after = t.backend_mask(m)
         ops = ops_to[:k] + [op.validate(draft)]
         if got != want:
-            found.append(_serving_finding(t, Invariant.SPECULATIVE, ids[:k], ops, got, want,
-                                          f"validate({draft}) accepts {got} draft tokens, the grammar {want}"))  # fmt: skip
+            found.append(
+                _serving_finding(
+                    t,
+                    Invariant.SPECULATIVE,
+                    ids[:k],
+                    ops,
+                    got,
+                    want,
+                    f"validate({draft}) accepts {got} draft tokens, the grammar {want}",
+                )
+            )
         elif not np.array_equal(before, after):
-            found.append(_mask_finding(t, Invariant.SPECULATIVE, ids[:k], ops + [op.MASK], after, before,
-                                          "unchanged mask", "validate() changed the matcher's state"))  # fmt: skip
+            found.append(
+                _mask_finding(
+                    t,
+                    Invariant.SPECULATIVE,
+                    ids[:k],
+                    ops + [op.MASK],
+                    after,
+                    before,
+                    "unchanged mask",
+                    "validate() changed the matcher's state",
+                )
+            )
     return found
 
 
@@ -886,9 +1073,18 @@ def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list
         want = r.forced_bytes()
         ok = want.startswith(got) and (got == want or t.profile.jump_forward_prefix_ok)
         if not ok and t.first_time(Invariant.JUMP_FORWARD, t.vocab.decode(ids[:k])):
-            return [_serving_finding(t, Invariant.JUMP_FORWARD, ids[:k], ops_to[:k] + [op.FORCED_BYTES], got, want,
-                                     f"forced bytes after {len(ids[:k])} tokens are {got!r}, the unique "
-                                     f"continuation is {want!r}")]  # fmt: skip
+            return [
+                _serving_finding(
+                    t,
+                    Invariant.JUMP_FORWARD,
+                    ids[:k],
+                    ops_to[:k] + [op.FORCED_BYTES],
+                    got,
+                    want,
+                    f"forced bytes after {len(ids[:k])} tokens are {got!r}, the unique "
+                    f"continuation is {want!r}",
+                )
+            ]
         if k < len(ids):
             m.accept(int(ids[k]))
             r.accept(int(ids[k]))
@@ -904,14 +1100,26 @@ def _determinism_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list[
     c = t.matcher(second) if isinstance(second, Compiled) else None
     for k, i in enumerate([*ids, None]):
         ma = t.backend_mask(a)
-        for name, other in (("a second matcher of the same compiled grammar", b), ("a matcher of a second compile", c)):
+        for name, other in (
+            ("a second matcher of the same compiled grammar", b),
+            ("a matcher of a second compile", c),
+        ):
             if other is None:
                 continue
             mo = t.backend_mask(other)
             if not np.array_equal(ma, mo):
-                return [_mask_finding(t, Invariant.DETERMINISM, ids[:k], ops_to[:k] + [op.MASK], mo, ma,
-                                         "the first matcher's mask", f"{name} has a different mask after {k} tokens "
-                                         "(interleaved with the first)")]  # fmt: skip
+                return [
+                    _mask_finding(
+                        t,
+                        Invariant.DETERMINISM,
+                        ids[:k],
+                        ops_to[:k] + [op.MASK],
+                        mo,
+                        ma,
+                        "the first matcher's mask",
+                        f"{name} has a different mask after {k} tokens (interleaved with the first)",
+                    )
+                ]
         if i is None:
             break
         a.accept(int(i))

@@ -124,7 +124,9 @@ def segment(t: Target, data: bytes, how: str, rng: random.Random) -> tuple[int, 
     return char_splitting_segmentation(t.vocab, data, rng)
 
 
-def prepare_targets(backend: Backend, vocabularies: Sequence[Vocabulary], cases: Sequence[Case]) -> list[tuple[Target, Case]]:
+def prepare_targets(
+    backend: Backend, vocabularies: Sequence[Vocabulary], cases: Sequence[Case]
+) -> list[tuple[Target, Case]]:
     """Every (case, vocabulary) both sides compile."""
     out: list[tuple[Target, Case]] = []
     for vocab in vocabularies:
@@ -212,7 +214,10 @@ def invariant_properties(
         valid_walk_property(targets),
         adversarial_property(targets),
         invalid_property(targets),
-        *[Property(f"invariants/stateful/{t.spec.name}/{t.vocab.name}", machine=machine_for(t)) for t, _ in targets],
+        *[
+            Property(f"invariants/stateful/{t.spec.name}/{t.vocab.name}", machine=machine_for(t))
+            for t, _ in targets
+        ],
     ]
 
 

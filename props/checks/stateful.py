@@ -102,18 +102,28 @@ class _Differential(RuleBasedStateMachine):
         """Raise ``findings`` as stateful ones, each carrying the operations so far unless it has its own."""
         ops = list(self.ops)
         raise FindingFailure(
-            [f.with_(walk="stateful", certificate={**f.certificate, "operations": f.certificate.get("operations", ops)})
-             for f in findings]  # fmt: skip
+            [
+                f.with_(
+                    walk="stateful",
+                    certificate={**f.certificate, "operations": f.certificate.get("operations", ops)},
+                )
+                for f in findings
+            ]
         )
 
     def _serving(self, inv: Invariant, observed: Any, expected: Any, message: str) -> None:
         """Raise a serving finding on the touched pair, its certificate replaying the operations so far."""
         t = self.target
         self.ops.append(op.MASK)
-        f = t.finding(inv, self.ids[self.touched], backend_verdict=str(observed)[:200],
-                      reference_verdict=str(expected)[:200], message=message,
-                      certificate={"operations": list(self.ops), "observed": observed, "expected": expected},
-                      walk="stateful")  # fmt: skip
+        f = t.finding(
+            inv,
+            self.ids[self.touched],
+            backend_verdict=str(observed)[:200],
+            reference_verdict=str(expected)[:200],
+            message=message,
+            certificate={"operations": list(self.ops), "observed": observed, "expected": expected},
+            walk="stateful",
+        )
         raise FindingFailure([f])
 
     def _guard(self, fn: Any, *args: Any) -> Any:
@@ -185,12 +195,17 @@ class _Differential(RuleBasedStateMachine):
         self.ops.append(op.validate(draft))
         t.checks["speculative"] += 1
         if got != want:
-            self._serving(Invariant.SPECULATIVE, got, want,
-                          f"validate({draft}) accepts {got} tokens, the grammar {want}")  # fmt: skip
+            self._serving(
+                Invariant.SPECULATIVE,
+                got,
+                want,
+                f"validate({draft}) accepts {got} tokens, the grammar {want}",
+            )
         after = t.backend_mask(m)
         if not np.array_equal(before, after):
-            self._serving(Invariant.SPECULATIVE, "mask changed", "unchanged",
-                          "validate() changed the matcher's state")  # fmt: skip
+            self._serving(
+                Invariant.SPECULATIVE, "mask changed", "unchanged", "validate() changed the matcher's state"
+            )
 
     @rule(data=st.data())
     def jump_forward(self, data: st.DataObject) -> None:
@@ -204,8 +219,9 @@ class _Differential(RuleBasedStateMachine):
         t.checks["jump_forward"] += 1
         if not _forced_bytes_ok(t, got, want):
             self.ops.append(op.FORCED_BYTES)
-            self._serving(Invariant.JUMP_FORWARD, got, want,
-                          f"forced bytes {got!r}, the unique continuation {want!r}")  # fmt: skip
+            self._serving(
+                Invariant.JUMP_FORWARD, got, want, f"forced bytes {got!r}, the unique continuation {want!r}"
+            )
 
     # -- invariants -------------------------------------------------------------------------
     @invariant()
@@ -229,7 +245,11 @@ class _Differential(RuleBasedStateMachine):
         after = self.target.backend_mask(self.pairs[i][0])
         if self.touched != i and not np.array_equal(before, after):
             self.ops.append(op.switch(i))
-            self._serving(Invariant.FORK, "parent's mask changed", "unchanged",
-                          "working on a fork changed its parent's mask")  # fmt: skip
+            self._serving(
+                Invariant.FORK,
+                "parent's mask changed",
+                "unchanged",
+                "working on a fork changed its parent's mask",
+            )
         if self.touched == i:
             self.parent_check = None

@@ -27,7 +27,9 @@ _PRIORITY = list(_FIRST) + [b for b in range(256) if b not in _FIRST]
 _ORDER = {b: i for i, b in enumerate(_PRIORITY)}
 
 
-def shortest_completion(g: Grammar, state: State, max_states: int = 5_000, max_len: int = 400) -> bytes | None:
+def shortest_completion(
+    g: Grammar, state: State, max_states: int = 5_000, max_len: int = 400
+) -> bytes | None:
     """Some byte string taking ``state`` to an accepting state, or None if none is found within the
     budget. Depth-first over states, trying structure-closing bytes first; visited states are
     skipped, so loops (string bodies, whitespace) cannot trap it."""

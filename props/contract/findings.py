@@ -47,6 +47,7 @@ __all__ = [
 
 REPORT_SCHEMA_VERSION = 1
 
+
 class _Word(str, Enum):
     """A closed set of words that is also a ``str`` (JSON, comparisons and f-strings see the word)."""
 
@@ -123,13 +124,26 @@ SEVERITY_RANK: dict[Severity, int] = {sev: i for i, sev in enumerate(Severity)}
 # The invariants whose findings make ``maskcert certify`` exit 1 (issue 6).
 FAILING: frozenset[Invariant] = frozenset({Invariant.SOUNDNESS, Invariant.EOS, Invariant.CRASH})
 # Invariants about one token (or EOS) at one step, and those about serving operations.
-TOKEN_INVARIANTS: frozenset[Invariant] = frozenset({
-    Invariant.SOUNDNESS, Invariant.EOS, Invariant.COMPLETENESS_CANONICAL, Invariant.COMPLETENESS_TOKEN,
-    Invariant.COMPLETENESS_BYTE, Invariant.LIVENESS, Invariant.UTF8,
-})  # fmt: skip
-SERVING_INVARIANTS: frozenset[Invariant] = frozenset({
-    Invariant.FORK, Invariant.ROLLBACK, Invariant.SPECULATIVE, Invariant.JUMP_FORWARD, Invariant.DETERMINISM,
-})  # fmt: skip
+TOKEN_INVARIANTS: frozenset[Invariant] = frozenset(
+    {
+        Invariant.SOUNDNESS,
+        Invariant.EOS,
+        Invariant.COMPLETENESS_CANONICAL,
+        Invariant.COMPLETENESS_TOKEN,
+        Invariant.COMPLETENESS_BYTE,
+        Invariant.LIVENESS,
+        Invariant.UTF8,
+    }
+)
+SERVING_INVARIANTS: frozenset[Invariant] = frozenset(
+    {
+        Invariant.FORK,
+        Invariant.ROLLBACK,
+        Invariant.SPECULATIVE,
+        Invariant.JUMP_FORWARD,
+        Invariant.DETERMINISM,
+    }
+)
 
 # The serving simulation's invariants (docs/design.md §5): the names ``serving_sim``'s replay checker
 # reports a violation under, and what each one checks. A name that is also an :class:`Invariant` is that
@@ -249,7 +263,9 @@ class SpecRef:
             return cls(SpecKind.GBNF, source, name, corpus)
         if isinstance(spec, Choice):
             return cls(SpecKind.CHOICE, list(spec.options), name, corpus)
-        raise FindingError("spec", f"a refdecoder JsonSchema, Regex, Gbnf or Choice, not {type(spec).__name__}")
+        raise FindingError(
+            "spec", f"a refdecoder JsonSchema, Regex, Gbnf or Choice, not {type(spec).__name__}"
+        )
 
     def to_spec(self, profile: JsonProfile | None = None) -> Spec:
         """The refdecoder spec this names; a JSON Schema under ``profile`` (default: the recorded
@@ -260,7 +276,9 @@ class SpecRef:
                 try:
                     profile = JsonProfile(**(self.profile or {}))
                 except TypeError as e:
-                    raise FindingError(f"spec {self.name or self.digest} profile", f"the fields of JsonProfile ({e})") from e
+                    raise FindingError(
+                        f"spec {self.name or self.digest} profile", f"the fields of JsonProfile ({e})"
+                    ) from e
             return JsonSchema(src, profile)
         if self.kind is SpecKind.REGEX:
             return Regex(src)
@@ -393,7 +411,9 @@ class Finding:
                 walk=d.get("walk", ""),
                 occurrences=int(d.get("occurrences", 1)),
                 repro=d.get("repro", ""),
-                reference_allows=d["reference_allows"] if "reference_allows" in d else _legacy_reference_allows(d),
+                reference_allows=d["reference_allows"]
+                if "reference_allows" in d
+                else _legacy_reference_allows(d),
             )
         except KeyError as e:
             raise FindingError(f"entry (missing {e.args[0]!r})", "the fields of Finding.to_json()") from e
@@ -448,7 +468,10 @@ def dedupe(findings: list[Finding]) -> list[Finding]:
         k = f.key
         counts[k] = counts.get(k, 0) + f.occurrences
         cur = best.get(k)
-        if cur is None or (len(f.prefix_ids), len(f.prefix_bytes)) < (len(cur.prefix_ids), len(cur.prefix_bytes)):
+        if cur is None or (len(f.prefix_ids), len(f.prefix_bytes)) < (
+            len(cur.prefix_ids),
+            len(cur.prefix_bytes),
+        ):
             best[k] = f
     out = [f.with_(occurrences=counts[k]) for k, f in best.items()]
     order = {name: i for i, name in enumerate(INVARIANTS)}

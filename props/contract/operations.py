@@ -13,7 +13,18 @@ from typing import Any
 
 from props.contract.findings import FindingError, _Word
 
-__all__ = ["OpKind", "Op", "accept", "rollback", "switch", "validate", "MASK", "FORK", "ACCEPTING", "FORCED_BYTES"]
+__all__ = [
+    "OpKind",
+    "Op",
+    "accept",
+    "rollback",
+    "switch",
+    "validate",
+    "MASK",
+    "FORK",
+    "ACCEPTING",
+    "FORCED_BYTES",
+]
 
 
 class OpKind(_Word):
@@ -31,8 +42,12 @@ class OpKind(_Word):
     FORCED_BYTES = "forced_bytes"
 
 
-_ARGUMENT: dict[OpKind, str] = {OpKind.ACCEPT: "int", OpKind.SWITCH: "int", OpKind.ROLLBACK: "int",
-                                OpKind.VALIDATE: "ids"}  # fmt: skip
+_ARGUMENT: dict[OpKind, str] = {
+    OpKind.ACCEPT: "int",
+    OpKind.SWITCH: "int",
+    OpKind.ROLLBACK: "int",
+    OpKind.VALIDATE: "ids",
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,9 @@ class Op:
         try:
             kind = OpKind(self.kind)
         except ValueError:
-            raise FindingError("operation", f"one of {', '.join(k.value for k in OpKind)}, not {self.kind!r}") from None
+            raise FindingError(
+                "operation", f"one of {', '.join(k.value for k in OpKind)}, not {self.kind!r}"
+            ) from None
         object.__setattr__(self, "kind", kind)
         want = _ARGUMENT.get(kind)
         if want == "int" and not (isinstance(self.arg, int) and not isinstance(self.arg, bool)):

@@ -116,8 +116,11 @@ def load_corpus(name: str | Path, *, limit: int | None = None, stride: int | Non
     if text.split(":", 1)[0] not in corpus_names():
         path = Path(text)
         if not path.exists():
-            raise CorpusError(f"corpus {text!r}", f"one of {', '.join(corpus_names())} (optionally ':subset', "
-                              "':limit=N', ':stride=N') or an existing file or directory")  # fmt: skip
+            raise CorpusError(
+                f"corpus {text!r}",
+                f"one of {', '.join(corpus_names())} (optionally ':subset', "
+                "':limit=N', ':stride=N') or an existing file or directory",
+            )
         _, _, lim, step = _parse_name("path", limit, stride)
         return _paths(path, lim, step)
     base, subset, lim, step = _parse_name(text, limit, stride)
@@ -170,8 +173,11 @@ def _shared(sub: str, corpus: str) -> Path:
     root = tokenizers_matrix.shared_data_dir()
     path = root / sub if root is not None else None
     if path is None or not path.is_dir():
-        raise CorpusError(f"corpus {corpus!r}", f"the shared data folder <shared>/data/{sub} "
-                          "(set MASKCERT_SHARED_DATA)", f"{path or 'no shared data directory'} is absent")  # fmt: skip
+        raise CorpusError(
+            f"corpus {corpus!r}",
+            f"the shared data folder <shared>/data/{sub} (set MASKCERT_SHARED_DATA)",
+            f"{path or 'no shared data directory'} is absent",
+        )
     return path
 
 
@@ -285,8 +291,12 @@ def _maskbench_case(
             skipped.append((f"{key} test {i}", f"labelled valid={t['valid']} but jsonschema says {verdict}"))
             continue
         (valid if verdict else invalid).append(t["data"])
-    return Case(SpecRef(SpecKind.JSON_SCHEMA, schema, key, corpus, dict(_EXTERNAL_PROFILE)), tuple(valid), tuple(invalid),
-                _covers(schema))  # fmt: skip
+    return Case(
+        SpecRef(SpecKind.JSON_SCHEMA, schema, key, corpus, dict(_EXTERNAL_PROFILE)),
+        tuple(valid),
+        tuple(invalid),
+        _covers(schema),
+    )
 
 
 # -- user files -------------------------------------------------------------------------------------
@@ -308,7 +318,11 @@ def _paths(path: Path, limit: int | None, stride: int) -> Corpus:
         )
     out = Corpus()
     loaders: dict[str, Callable[[Path, str, Corpus], None]] = {
-        ".json": _json_file, ".gbnf": _gbnf_file, ".regex": _regex_file, ".txt": _regex_file}  # fmt: skip
+        ".json": _json_file,
+        ".gbnf": _gbnf_file,
+        ".regex": _regex_file,
+        ".txt": _regex_file,
+    }
     for f in files:
         loaders[f.suffix](f, str(path), out)
     return Corpus(_select([list(out)], limit, stride), out.skipped)

@@ -22,13 +22,34 @@ __all__ = [
 
 # Keywords whose value is one subschema, a list of them, or a map name -> subschema (draft 2020-12,
 # plus the older spellings a walk should not miss).
-_ONE = ("items", "additionalProperties", "contains", "propertyNames", "not", "if", "then", "else",
-        "unevaluatedItems", "unevaluatedProperties", "additionalItems")  # fmt: skip
+_ONE = (
+    "items",
+    "additionalProperties",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+)
 _LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 # Keywords next to "properties" that may declare other properties at the same position.
-_NOT_PLAIN = ("allOf", "anyOf", "oneOf", "if", "then", "else", "dependentSchemas", "$dynamicRef", "$ref",
-              "unevaluatedProperties")  # fmt: skip
+_NOT_PLAIN = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "$dynamicRef",
+    "$ref",
+    "unevaluatedProperties",
+)
 _MAX_REFS = 32
 
 

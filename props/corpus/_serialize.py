@@ -41,10 +41,13 @@ def _encode(value: Any, root: Any, gap: Gap, escape: Escape, order: Order, outer
             if not v:
                 return "{" + gap(depth, "empty") + "}"
             members = [
-                _str(k, escape) + gap(depth + 1, "before:") + ":" + gap(depth + 1, "after:")
+                _str(k, escape)
+                + gap(depth + 1, "before:")
+                + ":"
+                + gap(depth + 1, "after:")
                 + enc(v[k], _schema.child_for_key(schema, root, k), depth + 1)
                 for k in order(v, schema)
-            ]  # fmt: skip
+            ]
             sep = gap(depth + 1, "before,") + "," + gap(depth + 1, "after,")
             return "{" + gap(depth + 1, "open") + sep.join(members) + gap(depth, "close") + "}"
         if isinstance(v, list):

@@ -161,7 +161,9 @@ def ecma_digits(pattern: str) -> str:
 
 
 def _is_number(checker: Any, instance: Any) -> bool:
-    return isinstance(instance, Decimal) or (isinstance(instance, (int, float)) and not isinstance(instance, bool))
+    return isinstance(instance, Decimal) or (
+        isinstance(instance, (int, float)) and not isinstance(instance, bool)
+    )
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -217,7 +219,7 @@ def _validator(schema: Any, assert_formats: bool, strict: str) -> Any:
     cls = jsonschema.validators.extend(
         cls,
         {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties},
-        type_checker=cls.TYPE_CHECKER.redefine_many(_DECIMAL_TYPES)
+        type_checker=cls.TYPE_CHECKER.redefine_many(_DECIMAL_TYPES),
     )
     v = cls(doc, format_checker=cls.FORMAT_CHECKER if assert_formats else None)
     _VALIDATORS[key] = v

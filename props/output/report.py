@@ -211,26 +211,45 @@ def _check(report: Any, where: str) -> None:
         raise fail("every report field (" + ", ".join(REPORT_FIELDS) + ")", f"missing {', '.join(missing)}")
     checks: list[tuple[str, bool, str]] = [
         ("created", isinstance(report["created"], str), "an ISO 8601 string"),
-        ("backend", isinstance(report["backend"], dict) and isinstance(report["backend"].get("name"), str),
-         'an object with "name"'),
+        (
+            "backend",
+            isinstance(report["backend"], dict) and isinstance(report["backend"].get("name"), str),
+            'an object with "name"',
+        ),
         ("tokenizers", isinstance(report["tokenizers"], list), "an array"),
         ("corpus", isinstance(report["corpus"], list), "an array"),
         ("budget_s", report["budget_s"] is None or _is_num(report["budget_s"]), "a number or null"),
         ("seed", _is_int(report["seed"]), "an int"),
         ("elapsed_s", _is_num(report["elapsed_s"]), "a number"),
         ("complete", isinstance(report["complete"], bool), "true or false"),
-        ("specs", isinstance(report["specs"], dict)
-         and all(_is_int(report["specs"].get(k)) for k in _SPEC_COUNTS), "ints " + ", ".join(_SPEC_COUNTS)),
-        ("counts", isinstance(report["counts"], dict)
-         and all(isinstance(row, dict) and all(isinstance(c, dict) for c in row.values())
-                 for row in report["counts"].values()), "invariant -> tokenizer -> {checks, findings}"),
+        (
+            "specs",
+            isinstance(report["specs"], dict) and all(_is_int(report["specs"].get(k)) for k in _SPEC_COUNTS),
+            "ints " + ", ".join(_SPEC_COUNTS),
+        ),
+        (
+            "counts",
+            isinstance(report["counts"], dict)
+            and all(
+                isinstance(row, dict) and all(isinstance(c, dict) for c in row.values())
+                for row in report["counts"].values()
+            ),
+            "invariant -> tokenizer -> {checks, findings}",
+        ),
         ("findings", isinstance(report["findings"], list), "an array"),
-        ("refusals", isinstance(report["refusals"], list)
-         and all(isinstance(r, dict) for r in report["refusals"]), "an array of objects"),
-        ("timings", isinstance(report["timings"], dict)
-         and all(isinstance(t, dict) for t in report["timings"].values()), "tokenizer -> histograms"),
+        (
+            "refusals",
+            isinstance(report["refusals"], list) and all(isinstance(r, dict) for r in report["refusals"]),
+            "an array of objects",
+        ),
+        (
+            "timings",
+            isinstance(report["timings"], dict)
+            and all(isinstance(t, dict) for t in report["timings"].values()),
+            "tokenizer -> histograms",
+        ),
         ("exit_code", _is_int(report["exit_code"]), "an int"),
-    ]  # fmt: skip
+    ]
     for key, ok, expected in checks:
         if not ok:
             raise fail(f"{key!r} to be {expected}", f"got {str(report[key])[:80]}")
@@ -431,17 +450,23 @@ def _facts(f: dict[str, Any]) -> list[tuple[str, str]]:
     spec = f.get("spec") or {}
     prefix = f.get("prefix_ids", []) or []
     facts = [
-        ("spec", f"{spec.get('kind', '')} {spec.get('name', '')} (corpus {spec.get('corpus', '') or '–'}, "
-                 f"digest {spec.get('digest', '')})"),
+        (
+            "spec",
+            f"{spec.get('kind', '')} {spec.get('name', '')} (corpus {spec.get('corpus', '') or '–'}, "
+            f"digest {spec.get('digest', '')})",
+        ),
         ("tokenizer", f"{f.get('tokenizer', '')} ({str(f.get('tokenizer_fingerprint', ''))[:12]})"),
-        ("step", f"{f.get('step', len(prefix))}, walk {f.get('walk', '') or '–'}, "
-                 f"{f.get('occurrences', 1)} occurrence(s)"),
+        (
+            "step",
+            f"{f.get('step', len(prefix))}, walk {f.get('walk', '') or '–'}, "
+            f"{f.get('occurrences', 1)} occurrence(s)",
+        ),
         ("prefix ids", _cut(json.dumps(prefix), 600)),
         ("prefix bytes", _cut(_show(f.get("prefix_bytes")), 600)),
         ("token", _token(f)),
         ("backend verdict", str(f.get("backend_verdict", ""))),
         ("reference verdict", str(f.get("reference_verdict", ""))),
-    ]  # fmt: skip
+    ]
     if f.get("repro"):
         facts.append(("reproducer", f"python3 {f['repro']}"))
     return facts
@@ -452,7 +477,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     be = report.get("backend", {})
     findings: list[dict[str, Any]] = list(report.get("findings", []))
     code = int(report.get("exit_code", 0))
-    out: list[str] = [f"# maskcert certification: {_md(be.get('name', '?'))} {_md(be.get('version', ''))}", ""]
+    out: list[str] = [
+        f"# maskcert certification: {_md(be.get('name', '?'))} {_md(be.get('version', ''))}",
+        "",
+    ]
     tool = report.get("tool", {})
     budget = report.get("budget_s")
     out.append(
@@ -471,26 +499,45 @@ def render_markdown(report: dict[str, Any]) -> str:
     out.append("")
 
     profile = be.get("profile", {}) or {}
-    out += ["## Declared profile", "",
-            "The language the backend declares it implements; the reference computes the ideal masks for "
-            "this language, so differences it explains are not findings.", ""]  # fmt: skip
+    out += [
+        "## Declared profile",
+        "",
+        "The language the backend declares it implements; the reference computes the ideal masks for "
+        "this language, so differences it explains are not findings.",
+        "",
+    ]
     rows = [[_md(k), _md(json.dumps(v))] for k, v in sorted((profile.get("json") or {}).items())]
-    rows.append(["canonical_tokenization_only", _md(json.dumps(profile.get("canonical_tokenization_only", False)))])
+    rows.append(
+        ["canonical_tokenization_only", _md(json.dumps(profile.get("canonical_tokenization_only", False)))]
+    )
     out += [_md_table(["JSON profile field", "value"], rows), ""]
     for note in profile.get("notes", []) or []:
         out.append(f"- {_md(note)}")
     out.append("")
 
-    out += ["## Declared restrictions", "",
-            "Options under which the backend was certified that deviate from its defaults or from the "
-            "specifications. These are deviations the backend declares, **not defects**.", ""]  # fmt: skip
+    out += [
+        "## Declared restrictions",
+        "",
+        "Options under which the backend was certified that deviate from its defaults or from the "
+        "specifications. These are deviations the backend declares, **not defects**.",
+        "",
+    ]
     restrictions = be.get("declared_restrictions", []) or []
     if restrictions:
-        out.append(_md_table(
-            ["option", "value", "default", "meaning"],
-            [[_md(r.get("option", "")), _md(json.dumps(r.get("value"))), _md(json.dumps(r.get("default"))),
-              _md(r.get("meaning", ""))] for r in restrictions],
-        ))  # fmt: skip
+        out.append(
+            _md_table(
+                ["option", "value", "default", "meaning"],
+                [
+                    [
+                        _md(r.get("option", "")),
+                        _md(json.dumps(r.get("value"))),
+                        _md(json.dumps(r.get("default"))),
+                        _md(r.get("meaning", "")),
+                    ]
+                    for r in restrictions
+                ],
+            )
+        )
     else:
         out.append("None.")
     out.append("")
@@ -498,34 +545,74 @@ def render_markdown(report: dict[str, Any]) -> str:
     toks = report.get("tokenizers", [])
     if toks:
         out += ["## Tokenizers", ""]
-        out.append(_md_table(
-            ["name", "kind", "size", "fingerprint", "EOS ids"],
-            [[_md(t.get("name", "")), _md(t.get("kind", "")), _md(t.get("size", "")),
-              _md(str(t.get("fingerprint", ""))[:12]), _md(t.get("eos_ids", []))] for t in toks],
-        ))  # fmt: skip
+        out.append(
+            _md_table(
+                ["name", "kind", "size", "fingerprint", "EOS ids"],
+                [
+                    [
+                        _md(t.get("name", "")),
+                        _md(t.get("kind", "")),
+                        _md(t.get("size", "")),
+                        _md(str(t.get("fingerprint", ""))[:12]),
+                        _md(t.get("eos_ids", [])),
+                    ]
+                    for t in toks
+                ],
+            )
+        )
         out.append("")
     corpus = report.get("corpus", [])
     if corpus:
-        out.append("Corpus: " + ", ".join(f"{_md(c.get('name', ''))} ({_md(c.get('specs', 0))} specs)" for c in corpus) + ".")
+        out.append(
+            "Corpus: "
+            + ", ".join(f"{_md(c.get('name', ''))} ({_md(c.get('specs', 0))} specs)" for c in corpus)
+            + "."
+        )
         out.append("")
 
     names = _tokenizer_names(report)
     out += ["## Summary matrix", "", "✓ n checks: passed; ✗ k findings: failed; –: not run.", ""]
-    out.append(_md_table(
-        ["invariant"] + [_md(n) for n in names],
-        [[_md(inv)] + [_cell(report, inv, n)[1] for n in names] for inv in _invariants(report)],
-    ))  # fmt: skip
+    out.append(
+        _md_table(
+            ["invariant"] + [_md(n) for n in names],
+            [[_md(inv)] + [_cell(report, inv, n)[1] for n in names] for inv in _invariants(report)],
+        )
+    )
     out.append("")
 
     out += ["## Findings", ""]
     if findings:
-        out.append(_md_table(
-            ["id", "invariant", "severity", "spec", "tokenizer", "step", "token", "backend", "reference", "repro"],
-            [[f"[{_md(f.get('id', ''))}](#finding-{_anchor(f.get('id', ''))})", _md(f.get("invariant", "")),
-              _md(f.get("severity", "")), _md((f.get("spec") or {}).get("name", "")), _md(f.get("tokenizer", "")),
-              _md(f.get("step", "")), _md(_token(f)), _md(f.get("backend_verdict", "")),
-              _md(f.get("reference_verdict", "")), _md(f.get("repro", "") or "–")] for f in findings],
-        ))  # fmt: skip
+        out.append(
+            _md_table(
+                [
+                    "id",
+                    "invariant",
+                    "severity",
+                    "spec",
+                    "tokenizer",
+                    "step",
+                    "token",
+                    "backend",
+                    "reference",
+                    "repro",
+                ],
+                [
+                    [
+                        f"[{_md(f.get('id', ''))}](#finding-{_anchor(f.get('id', ''))})",
+                        _md(f.get("invariant", "")),
+                        _md(f.get("severity", "")),
+                        _md((f.get("spec") or {}).get("name", "")),
+                        _md(f.get("tokenizer", "")),
+                        _md(f.get("step", "")),
+                        _md(_token(f)),
+                        _md(f.get("backend_verdict", "")),
+                        _md(f.get("reference_verdict", "")),
+                        _md(f.get("repro", "") or "–"),
+                    ]
+                    for f in findings
+                ],
+            )
+        )
     else:
         out.append("No findings.")
     out.append("")
@@ -535,20 +622,33 @@ def render_markdown(report: dict[str, Any]) -> str:
     refusals = report.get("refusals", [])
     out += ["## Refusals", ""]
     if refusals:
-        out.append(_md_table(
-            ["spec", "tokenizer", "side", "reason"],
-            [[_md(r.get("spec", "")), _md(r.get("tokenizer", "")), _md(r.get("side", "")),
-              _md(_cut(str(r.get("reason", "")), 300))] for r in refusals],
-        ))  # fmt: skip
+        out.append(
+            _md_table(
+                ["spec", "tokenizer", "side", "reason"],
+                [
+                    [
+                        _md(r.get("spec", "")),
+                        _md(r.get("tokenizer", "")),
+                        _md(r.get("side", "")),
+                        _md(_cut(str(r.get("reason", "")), 300)),
+                    ]
+                    for r in refusals
+                ],
+            )
+        )
     else:
         out.append("None.")
     out.append("")
 
     errors = report.get("internal_errors") or []
     if errors:
-        out += ["## Internal errors", "",
-                f"maskcert itself failed on {len(errors)} case(s): a bug or a broken dependency, not the backend's "
-                "defect. These cases were not certified.", ""]  # fmt: skip
+        out += [
+            "## Internal errors",
+            "",
+            f"maskcert itself failed on {len(errors)} case(s): a bug or a broken dependency, not the backend's "
+            "defect. These cases were not certified.",
+            "",
+        ]
         out += [_fence(_cut(str(e), 1500)) for e in errors]
         out.append("")
     header, rows_i = _instance_table(report)
@@ -559,11 +659,22 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += ["## Mask-time statistics", "", "Milliseconds per mask (compile: per spec).", ""]
     rows_t = _timing_rows(report)
     if rows_t:
-        out.append(_md_table(
-            ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
-            [[_md(t), _md(k), _md(h.get("n", 0)), _num(h.get("p50")), _num(h.get("p99")), _num(h.get("max"))]
-             for t, k, h in rows_t],
-        ))  # fmt: skip
+        out.append(
+            _md_table(
+                ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
+                [
+                    [
+                        _md(t),
+                        _md(k),
+                        _md(h.get("n", 0)),
+                        _num(h.get("p50")),
+                        _num(h.get("p99")),
+                        _num(h.get("max")),
+                    ]
+                    for t, k, h in rows_t
+                ],
+            )
+        )
     else:
         out.append("No timings.")
     out.append("")
@@ -583,11 +694,19 @@ def _instance_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     per_spec = inst.get("per_spec") or []
     sources = sorted({k for e in per_spec for k in (e.get("counts") or {})} | set(inst.get("total") or {}))
     header = ["spec", "tokenizer", *sources, "notes"]
-    rows = [["(all)", "", *[str((inst.get("total") or {}).get(k, 0)) for k in sources], ""]] if sources else []
+    rows = (
+        [["(all)", "", *[str((inst.get("total") or {}).get(k, 0)) for k in sources], ""]] if sources else []
+    )
     for e in per_spec:
         counts = e.get("counts") or {}
-        rows.append([str(e.get("spec", "")), str(e.get("tokenizer", "")), *[str(counts.get(k, 0)) for k in sources],
-                     _cut("; ".join(e.get("notes") or []), 300)])  # fmt: skip
+        rows.append(
+            [
+                str(e.get("spec", "")),
+                str(e.get("tokenizer", "")),
+                *[str(counts.get(k, 0)) for k in sources],
+                _cut("; ".join(e.get("notes") or []), 300),
+            ]
+        )
     return header, rows
 
 
@@ -596,8 +715,12 @@ def _anchor(fid: Any) -> str:
 
 
 def _md_finding(f: dict[str, Any]) -> list[str]:
-    out = [f'<a id="finding-{_anchor(f.get("id", ""))}"></a>', "",
-           f"### Finding {_md(f.get('id', ''))}: {_md(f.get('invariant', ''))} ({_md(f.get('severity', ''))})", ""]  # fmt: skip
+    out = [
+        f'<a id="finding-{_anchor(f.get("id", ""))}"></a>',
+        "",
+        f"### Finding {_md(f.get('id', ''))}: {_md(f.get('invariant', ''))} ({_md(f.get('severity', ''))})",
+        "",
+    ]
     out.append(_md(f.get("message", "")))
     out.append("")
     facts = _facts(f)
@@ -677,7 +800,7 @@ def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> lis
     p: list[str] = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
         f"<title>{_h(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_h(title)}</h1>",
     ]
@@ -696,7 +819,11 @@ def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> lis
     if not report.get("complete", True):
         p.append('<div class="banner warn">Incomplete: the budget cut the run short.</div>')
     specs = report.get("specs", {})
-    p.append("<p>Specs: " + _h(", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS)) + ".</p>")
+    p.append(
+        "<p>Specs: "
+        + _h(", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS))
+        + ".</p>"
+    )
     return p
 
 
@@ -704,10 +831,14 @@ def _html_profile(be: dict[str, Any]) -> list[str]:
     """The declared profile section: its JSON fields, canonical-tokenization flag and notes."""
     profile = be.get("profile", {}) or {}
     p = ["<h2>Declared profile</h2>"]
-    p.append('<p class="note">The language the backend declares it implements; the reference computes the ideal '
-             "masks for this language, so differences it explains are not findings.</p>")  # fmt: skip
+    p.append(
+        '<p class="note">The language the backend declares it implements; the reference computes the ideal '
+        "masks for this language, so differences it explains are not findings.</p>"
+    )
     rows = [[k, json.dumps(v)] for k, v in sorted((profile.get("json") or {}).items())]
-    rows.append(["canonical_tokenization_only", json.dumps(profile.get("canonical_tokenization_only", False))])
+    rows.append(
+        ["canonical_tokenization_only", json.dumps(profile.get("canonical_tokenization_only", False))]
+    )
     p.append(_html_table(["JSON profile field", "value"], rows))
     notes = profile.get("notes", []) or []
     if notes:
@@ -718,15 +849,26 @@ def _html_profile(be: dict[str, Any]) -> list[str]:
 def _html_restrictions(be: dict[str, Any]) -> list[str]:
     """The declared restrictions section (deviations the backend declares, not defects)."""
     p = ["<h2>Declared restrictions</h2>"]
-    p.append('<p class="note">Options under which the backend was certified that deviate from its defaults or '
-             "from the specifications. These are deviations the backend declares, <b>not defects</b>.</p>")  # fmt: skip
+    p.append(
+        '<p class="note">Options under which the backend was certified that deviate from its defaults or '
+        "from the specifications. These are deviations the backend declares, <b>not defects</b>.</p>"
+    )
     restrictions = be.get("declared_restrictions", []) or []
     if restrictions:
-        p.append(_html_table(
-            ["option", "value", "default", "meaning"],
-            [[str(r.get("option", "")), json.dumps(r.get("value")), json.dumps(r.get("default")),
-              str(r.get("meaning", ""))] for r in restrictions],
-        ))  # fmt: skip
+        p.append(
+            _html_table(
+                ["option", "value", "default", "meaning"],
+                [
+                    [
+                        str(r.get("option", "")),
+                        json.dumps(r.get("value")),
+                        json.dumps(r.get("default")),
+                        str(r.get("meaning", "")),
+                    ]
+                    for r in restrictions
+                ],
+            )
+        )
     else:
         p.append("<p>None.</p>")
     return p
@@ -738,14 +880,28 @@ def _html_inputs(report: dict[str, Any]) -> list[str]:
     toks = report.get("tokenizers", [])
     if toks:
         p.append("<h2>Tokenizers</h2>")
-        p.append(_html_table(
-            ["name", "kind", "size", "fingerprint", "EOS ids"],
-            [[str(t.get("name", "")), str(t.get("kind", "")), str(t.get("size", "")),
-              str(t.get("fingerprint", ""))[:12], json.dumps(t.get("eos_ids", []))] for t in toks],
-        ))  # fmt: skip
+        p.append(
+            _html_table(
+                ["name", "kind", "size", "fingerprint", "EOS ids"],
+                [
+                    [
+                        str(t.get("name", "")),
+                        str(t.get("kind", "")),
+                        str(t.get("size", "")),
+                        str(t.get("fingerprint", ""))[:12],
+                        json.dumps(t.get("eos_ids", [])),
+                    ]
+                    for t in toks
+                ],
+            )
+        )
     corpus = report.get("corpus", [])
     if corpus:
-        p.append("<p>Corpus: " + _h(", ".join(f"{c.get('name', '')} ({c.get('specs', 0)} specs)" for c in corpus)) + ".</p>")
+        p.append(
+            "<p>Corpus: "
+            + _h(", ".join(f"{c.get('name', '')} ({c.get('specs', 0)} specs)" for c in corpus))
+            + ".</p>"
+        )
     return p
 
 
@@ -774,17 +930,38 @@ def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
     for f in findings:
         fid = _h(f.get("id", ""))
         sev = _h(f.get("severity", ""))
-        rows_f.append([
-            f'<a href="#finding-{_anchor(f.get("id", ""))}">{fid}</a>', _h(f.get("invariant", "")),
-            f'<span class="sev sev-{_anchor(f.get("severity", ""))}">{sev}</span>',
-            _h((f.get("spec") or {}).get("name", "")), _h(f.get("tokenizer", "")), _h(f.get("step", "")),
-            f"<code>{_h(_token(f))}</code>", _h(f.get("backend_verdict", "")),
-            _h(f.get("reference_verdict", "")), f"<code>{_h(f.get('repro', '') or '–')}</code>",
-        ])  # fmt: skip
-    p.append(_html_table(
-        ["id", "invariant", "severity", "spec", "tokenizer", "step", "token", "backend", "reference", "repro"],
-        rows_f, raw=True,
-    ))  # fmt: skip
+        rows_f.append(
+            [
+                f'<a href="#finding-{_anchor(f.get("id", ""))}">{fid}</a>',
+                _h(f.get("invariant", "")),
+                f'<span class="sev sev-{_anchor(f.get("severity", ""))}">{sev}</span>',
+                _h((f.get("spec") or {}).get("name", "")),
+                _h(f.get("tokenizer", "")),
+                _h(f.get("step", "")),
+                f"<code>{_h(_token(f))}</code>",
+                _h(f.get("backend_verdict", "")),
+                _h(f.get("reference_verdict", "")),
+                f"<code>{_h(f.get('repro', '') or '–')}</code>",
+            ]
+        )
+    p.append(
+        _html_table(
+            [
+                "id",
+                "invariant",
+                "severity",
+                "spec",
+                "tokenizer",
+                "step",
+                "token",
+                "backend",
+                "reference",
+                "repro",
+            ],
+            rows_f,
+            raw=True,
+        )
+    )
     p += [_html_finding(f) for f in findings]
     return p
 
@@ -794,11 +971,20 @@ def _html_refusals(report: dict[str, Any]) -> list[str]:
     refusals = report.get("refusals", [])
     p = ["<h2>Refusals</h2>"]
     if refusals:
-        p.append(_html_table(
-            ["spec", "tokenizer", "side", "reason"],
-            [[str(r.get("spec", "")), str(r.get("tokenizer", "")), str(r.get("side", "")),
-              _cut(str(r.get("reason", "")), 300)] for r in refusals],
-        ))  # fmt: skip
+        p.append(
+            _html_table(
+                ["spec", "tokenizer", "side", "reason"],
+                [
+                    [
+                        str(r.get("spec", "")),
+                        str(r.get("tokenizer", "")),
+                        str(r.get("side", "")),
+                        _cut(str(r.get("reason", "")), 300),
+                    ]
+                    for r in refusals
+                ],
+            )
+        )
     else:
         p.append("<p>None.</p>")
     return p
@@ -810,8 +996,10 @@ def _html_internal_errors(report: dict[str, Any]) -> list[str]:
     if not errors:
         return []
     p = ["<h2>Internal errors</h2>"]
-    p.append(f'<div class="banner fail">maskcert itself failed on {len(errors)} case(s): a bug or a broken '
-             "dependency, not the backend's defect. These cases were not certified.</div>")  # fmt: skip
+    p.append(
+        f'<div class="banner fail">maskcert itself failed on {len(errors)} case(s): a bug or a broken '
+        "dependency, not the backend's defect. These cases were not certified.</div>"
+    )
     p += [f"<pre>{_h(_cut(str(e), 1500))}</pre>" for e in errors]
     return p
 
@@ -833,11 +1021,15 @@ def _html_timings(report: dict[str, Any]) -> list[str]:
     if not rows_t:
         p.append("<p>No timings.</p>")
         return p
-    p.append(_html_table(
-        ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
-        [[t, k, str(h.get("n", 0)), _num(h.get("p50")), _num(h.get("p99")), _num(h.get("max"))]
-         for t, k, h in rows_t],
-    ))  # fmt: skip
+    p.append(
+        _html_table(
+            ["tokenizer", "measure", "n", "p50 ms", "p99 ms", "max ms"],
+            [
+                [t, k, str(h.get("n", 0)), _num(h.get("p50")), _num(h.get("p99")), _num(h.get("max"))]
+                for t, k, h in rows_t
+            ],
+        )
+    )
     for tok, entry in report.get("timings", {}).items():
         b, r = entry.get("backend_mask_ms"), entry.get("reference_mask_ms")
         if isinstance(b, dict) or isinstance(r, dict):
@@ -854,7 +1046,9 @@ def _html_finding(f: dict[str, Any]) -> str:
     ops = _ops(cert)
     ops_html = ""
     if ops:
-        ops_html = "<p>Operations:</p><ol>" + "".join(f"<li><code>{_h(op)}</code></li>" for op in ops) + "</ol>"
+        ops_html = (
+            "<p>Operations:</p><ol>" + "".join(f"<li><code>{_h(op)}</code></li>" for op in ops) + "</ol>"
+        )
     fid = f.get("id", "")
     return (
         f'<details id="finding-{_anchor(fid)}" open><summary>Finding {_h(fid)}: {_h(f.get("invariant", ""))} '
@@ -898,13 +1092,23 @@ def _svg_histogram(backend: dict[str, Any], reference: dict[str, Any]) -> str:
     for i, e in enumerate(edges):
         if i % _BINS_PER_DECADE == 0:
             x = left + i * group
-            parts.append(f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#555"/>')
-            parts.append(f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{_h(f"{e:g}")}</text>')
-    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 3}" text-anchor="middle">ms per mask</text>')
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#555"/>'
+            )
+            parts.append(
+                f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{_h(f"{e:g}")}</text>'
+            )
+    parts.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{height - 3}" text-anchor="middle">ms per mask</text>'
+    )
     nb, nr = backend.get("n", 0), reference.get("n", 0)
-    parts.append(f'<rect x="{left + 8}" y="6" width="10" height="10" fill="#e8590c"/>'
-                 f'<text x="{left + 22}" y="15">backend (n={_h(nb)}, p50 {_h(_num(backend.get("p50")))} ms)</text>')  # fmt: skip
-    parts.append(f'<rect x="{left + 268}" y="6" width="10" height="10" fill="#1c7ed6"/>'
-                 f'<text x="{left + 282}" y="15">reference (n={_h(nr)}, p50 {_h(_num(reference.get("p50")))} ms)</text>')  # fmt: skip
+    parts.append(
+        f'<rect x="{left + 8}" y="6" width="10" height="10" fill="#e8590c"/>'
+        f'<text x="{left + 22}" y="15">backend (n={_h(nb)}, p50 {_h(_num(backend.get("p50")))} ms)</text>'
+    )
+    parts.append(
+        f'<rect x="{left + 268}" y="6" width="10" height="10" fill="#1c7ed6"/>'
+        f'<text x="{left + 282}" y="15">reference (n={_h(nr)}, p50 {_h(_num(reference.get("p50")))} ms)</text>'
+    )
     parts.append("</svg>")
     return "".join(parts)

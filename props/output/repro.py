@@ -68,7 +68,9 @@ __all__ = [
 ]
 
 # backend name -> (import name, pip distribution), from the one registry.
-BACKEND_PACKAGES: dict[str, tuple[str, str]] = {n: (i.import_name, i.distribution) for n, i in REGISTRY.items()}
+BACKEND_PACKAGES: dict[str, tuple[str, str]] = {
+    n: (i.import_name, i.distribution) for n, i in REGISTRY.items()
+}
 
 # The adapters' constructor defaults, which ``adapter_options`` override (from the registry).
 ADAPTER_DEFAULTS: dict[str, dict[str, Any]] = {n: dict(i.defaults) for n, i in REGISTRY.items()}
@@ -151,10 +153,14 @@ def _shows(f: Finding) -> str:
     return "compiling / walking the spec raises an exception or kills the process"
 
 
-def render_reproducer(finding: Finding, vocab_file: str, adapter_options: dict[str, Any] | None = None) -> str:
+def render_reproducer(
+    finding: Finding, vocab_file: str, adapter_options: dict[str, Any] | None = None
+) -> str:
     """The source of ``finding``'s reproducer script (see the module docstring)."""
     if finding.backend not in BACKEND_PACKAGES:
-        raise ReproError(f"finding {finding.id}", f"a backend in {sorted(BACKEND_PACKAGES)}, not {finding.backend!r}")
+        raise ReproError(
+            f"finding {finding.id}", f"a backend in {sorted(BACKEND_PACKAGES)}, not {finding.backend!r}"
+        )
     module, dist = BACKEND_PACKAGES[finding.backend]
     options = _options(finding.backend, adapter_options)
     doc = {
@@ -249,11 +255,14 @@ def _definitions(module: str, names: list[str]) -> str:
     found: dict[str, str] = {}
     for node in ast.parse(text).body:
         targets = (
-            [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-            else [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign)
-            else [node.target.id] if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            [node.name]
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+            else [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if isinstance(node, ast.Assign)
+            else [node.target.id]
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
             else []
-        )  # fmt: skip
+        )
         for name in targets:
             if name in names:
                 found[name] = ast.get_source_segment(text, node) or ""
