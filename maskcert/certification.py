@@ -68,6 +68,7 @@ from props.checks.properties import (
 )
 from props.checks.stateful import machine_for
 from props.checks.witness import shortest_completion
+from props.contract.attribution import AdapterFault
 from props.contract.backend import DeclaredProfile
 from props.contract.findings import (
     FAILING,
@@ -101,6 +102,37 @@ VERSION = "0.1.0"
 
 class CertifyError(MaskcertError, ValueError):
     """Bad certify input (backend, tokenizer, corpus or spec file), naming it and what was expected."""
+
+
+class UnsupportedEngine(CertifyError):
+    """The installed engine release is outside the versions its adapter is tested on, and the adapter
+    cannot drive it (an API it calls is missing): a usage error, never a finding."""
+
+
+def unsupported_engine(fault: AdapterFault, backend: Any = None) -> UnsupportedEngine | None:
+    """The usage error for ``fault`` when the engine version is outside the adapter's tested range
+    (:data:`props.backends.REGISTRY`); None when it is inside (then the fault is maskcert's bug)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from props.backends import REGISTRY
+
+    name = fault.backend or str(getattr(backend, "name", ""))
+    version = fault.version or str(getattr(backend, "version", ""))
+    info = REGISTRY.get(name)
+    if info is None:
+        return None
+    try:
+        inside = Version(version) in SpecifierSet(info.tested)
+    except InvalidVersion:
+        inside = False
+    if inside:
+        return None
+    return UnsupportedEngine(
+        f"{name} {version} is outside the versions maskcert's adapter is tested on ({info.distribution}"
+        f"{info.tested}), and the adapter cannot drive it: {fault.detail} (in {fault.operation}). "
+        f"Install a tested release (pip install '{info.distribution}{info.tested}')."
+    )
 
 
 # -- one case -------------------------------------------------------------------------------------
@@ -305,22 +337,44 @@ def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float
 # -- backends -------------------------------------------------------------------------------------
 def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate: bool | None = None) -> Any:
     """A backend instance: a registered name or ``module:Class`` (in a worker subprocess unless it
-    is the reference or ``isolate=False``), an adapter class (instantiated here) or an instance."""
+    is the reference or ``isolate=False``), an adapter class (instantiated here) or an instance.
+    An adapter that cannot even start on the installed engine release raises :class:`UnsupportedEngine`
+    outside the tested versions, :class:`~props.contract.attribution.AdapterFault` inside them."""
     options = dict(options or {})
     if isinstance(backend, str):
-        from props.backends import adapter_class, load_backend
+        from props.backends import adapter_class
 
         if isolate is None:
             isolate = backend != "reference"
-        if isolate:
-            from props.backends.worker import WorkerBackend
+        cls = adapter_class(backend)  # BackendUnavailable here, with the reason, rather than in the worker
+        try:
+            if isolate:
+                from props.backends.worker import WorkerBackend
 
-            adapter_class(backend)  # BackendUnavailable here, with the reason, rather than in the worker
-            return WorkerBackend(backend, options=options)
-        return load_backend(backend, **options)
+                return WorkerBackend(backend, options=options)
+            return _started(backend, cls, options)
+        except AdapterFault as e:
+            raise unsupported_engine(e) or e from e
     if isinstance(backend, type):
         return backend(**options)
     return backend
+
+
+def _started(name: str, cls: Any, options: dict[str, Any]) -> Any:
+    """``cls(**options)`` in this process, an exception of the adapter's making as an AdapterFault."""
+    from props.backends import REGISTRY
+    from props.contract.attribution import adapter_fault
+    from props.contract.compat import version_of
+
+    try:
+        return cls(**options)
+    except Exception as e:
+        why = adapter_fault(e, {c.__module__ for c in cls.__mro__} | {"props.backends._common"})
+        if why is None:
+            raise
+        info = REGISTRY.get(name)
+        version = (version_of(info.distribution) or "not installed") if info is not None else "unknown"
+        raise AdapterFault(name, version, "start", why) from e
 
 
 # -- the whole run --------------------------------------------------------------------------------
@@ -431,6 +485,18 @@ def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> C
     ``internal_errors``, exit code 3) instead of losing every result of the run."""
     try:
         return certify_case(backend, case, vocab, **kw)
+    except AdapterFault as e:
+        unsupported = unsupported_engine(e, backend)
+        if unsupported is not None:
+            raise unsupported from e  # the whole run is a usage error: this release cannot be driven
+        import traceback
+
+        result = CaseResult(case.name, vocab.name, "internal_error")
+        result.internal_error = (
+            f"{case.name} / {vocab.name}: adapter fault (maskcert's bug, not the engine's): {e}\n"
+            f"{traceback.format_exc(limit=8)}"
+        )
+        return result
     except Exception as e:  # noqa: BLE001 - reported loudly, see above
         import traceback
 

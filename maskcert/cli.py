@@ -68,6 +68,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
     from maskcert.certification import CertifyError, certify
     from props.backends import BackendUnavailable
+    from props.contract.attribution import AdapterFault
     from props.corpus import CorpusError
     from refdecoder.errors import VocabularyError
 
@@ -103,6 +104,9 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     except (BackendUnavailable, CertifyError, CorpusError, VocabularyError) as e:
         print(f"maskcert certify: {e}", file=sys.stderr)
         return 2
+    except AdapterFault as e:  # inside the tested versions: maskcert's own bug, not the engine's
+        print(f"maskcert internal error (please report): {e}", file=sys.stderr)
+        return 3
     d = report.data
     by = report.by_invariant()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"

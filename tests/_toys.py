@@ -17,6 +17,7 @@ from refdecoder import JsonSchema, Spec
 from refdecoder._tokens import pack_ids, unpack_mask
 
 __all__ = [
+    "CallsMissingEngineApi",
     "ExtraClosingBrace",
     "NoEos",
     "NoCharacterSplits",
@@ -225,6 +226,18 @@ class NeverAccepting(_Toy):
     """``is_accepting()`` is always False while the mask offers EOS correctly (eos)."""
 
     matcher_class = _NeverAccepting
+
+
+class _MissingApi(_Wrapped):
+    def mask(self) -> np.ndarray:
+        # What an adapter does when the installed engine release lacks an API it calls.
+        return np.asarray(np.this_engine_api_does_not_exist(self.inner.mask()))  # type: ignore[attr-defined]
+
+
+class CallsMissingEngineApi(_Toy):
+    """``mask()`` calls an engine API that does not exist: the adapter's fault, never a finding."""
+
+    matcher_class = _MissingApi
 
 
 TOYS: dict[str, tuple[type[_Toy], str]] = {

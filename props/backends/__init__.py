@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from props.contract.compat import version_of
 from refdecoder.errors import MaskcertError
 
 __all__ = [
@@ -129,6 +130,14 @@ def adapter_class(name: str) -> Any:
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
+        info = REGISTRY.get(name)
+        installed = version_of(info.distribution) if info is not None else None
+        if info is not None and installed is not None:  # the engine is there, the adapter cannot load it
+            raise BackendUnavailable(
+                f"backend {name!r}: the installed {info.distribution} {installed} lacks what the adapter imports "
+                f"({e}); the adapter is tested on {info.distribution}{info.tested} "
+                f"(pip install '{info.distribution}{info.tested}')"
+            ) from e
         raise BackendUnavailable(
             f"backend {name!r} is not available: {e} (pip install 'maskcert[backends]')"
         ) from e

@@ -51,6 +51,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from props.contract.attribution import AdapterFault, adapter_fault
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
 from refdecoder.errors import MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
@@ -216,6 +217,31 @@ class _Child:
             return os.getpid()
         raise ValueError(f"unknown worker operation {op!r}")
 
+    def fault_modules(self, op: str, args: tuple[Any, ...]) -> frozenset[str]:
+        """The adapter modules an exception in ``op`` is judged by (:mod:`props.contract.attribution`):
+        those of the adapter's classes and, for a matcher call, the matcher's; for ``start``, the
+        adapter module named by the target."""
+        objs: list[Any] = [self.backend]
+        if op == "call" and args and args[0] in self.matchers:
+            objs.append(self.matchers[args[0]])
+        mods = {c.__module__ for obj in objs if obj is not None for c in type(obj).__mro__}
+        if op == "start" and args:
+            from props.backends import ADAPTERS
+
+            target = str(args[0])
+            mods |= {ADAPTERS.get(target, target).partition(":")[0], "props.backends._common"}
+        return frozenset(mods - {"builtins", __name__})
+
+    def engine_version(self, op: str, args: tuple[Any, ...]) -> str:
+        """The engine's version, also before its adapter started (from the registry's distribution)."""
+        if self.backend is not None:
+            return str(self.backend.version)
+        from props.backends import REGISTRY
+        from props.contract.compat import version_of
+
+        info = REGISTRY.get(str(args[0])) if op == "start" and args else None
+        return (version_of(info.distribution) or "not installed") if info is not None else "unknown"
+
     def _register(self, matcher: Any) -> tuple[int, tuple[str, ...]]:
         mid = self._new_id()
         self.matchers[mid] = matcher
@@ -225,8 +251,14 @@ class _Child:
         return mid, optional
 
 
-def _error_reply(e: BaseException) -> tuple[Any, ...]:
+def _error_reply(
+    e: BaseException, child: _Child | None = None, op: str = "", args: tuple[Any, ...] = ()
+) -> tuple[Any, ...]:
     tb = traceback.format_exc()
+    if child is not None:
+        why = adapter_fault(e, child.fault_modules(op, args))
+        if why is not None:  # the adapter's fault, judged here where the frames are
+            return ("adapter", why, child.engine_version(op, args), tb)
     if isinstance(e, MemoryError):
         return ("memory", f"{type(e).__name__}: {e}", tb)
     try:
@@ -261,7 +293,7 @@ def _child_main(read_fd: int, write_fd: int, memory_mb: int) -> None:
         try:
             reply: tuple[Any, ...] = ("ok", child.handle(op, args))
         except BaseException as e:  # everything crosses the pipe; the parent decides what it means
-            reply = _error_reply(e)
+            reply = _error_reply(e, child, op, args)
         try:
             replies.send(reply)
         except Exception as e:  # an unpicklable result
@@ -362,11 +394,16 @@ def _shutdown(proc_box: list[_Process | None]) -> None:
 class WorkerBackend:
     """A backend adapter (registered name or ``module:Class``) running in a worker process.
 
+    Exceptions of the adapter's own making arrive as :class:`~props.contract.attribution.AdapterFault`
+    (judged in the child, where the traceback's frames are), the engine's as themselves.
+
     ``timeout_s`` bounds every matcher call, ``compile_timeout_s`` every ``compile`` (default: four
     times ``timeout_s``, at least 60 s), ``start_timeout_s`` the worker's start (imports, adapter
     construction); ``memory_mb`` is the child's ``RLIMIT_AS`` (0: none). ``options`` go to the
     adapter's constructor. Starting a worker takes a second or two (it imports the backend).
     """
+
+    faults_attributed = True
 
     def __init__(
         self,
@@ -488,6 +525,9 @@ class WorkerBackend:
             return reply[1]
         if status == "memory":
             raise WorkerMemoryExceeded(op, self.memory_mb, reply[1], self.name)
+        if status == "adapter":
+            _, why, version, tb = reply
+            raise AdapterFault(self.name, version, op, why) from _RemoteTraceback(tb)
         _, blob, type_name, message, tb = reply
         exc: BaseException | None = None
         if blob is not None:
@@ -562,6 +602,8 @@ def _remote_handle(compiled: Compiled, method: str) -> RemoteHandle:
 
 class WorkerMatcher:
     """A matcher living in a :class:`WorkerBackend`'s worker; every method is one round trip."""
+
+    faults_attributed = True  # the child judged whose fault an exception is (AdapterFault)
 
     def __init__(self, backend: WorkerBackend, generation: int, mid: int, optional: tuple[str, ...]) -> None:
         self._backend = backend

@@ -44,6 +44,7 @@ import numpy as np
 import refdecoder
 from props.checks.witness import canonical_ids, shortest_completion, splits_character
 from props.contract import operations as op
+from props.contract.attribution import ADAPTER_MODULES_PREFIX, AdapterFault, adapter_fault
 from props.contract.backend import Backend, Compiled, DeclaredProfile, Refused
 from props.contract.findings import Finding, Invariant, SpecRef
 from props.contract.operations import Op
@@ -239,8 +240,34 @@ class BackendFault(Exception):
 def _call(operation: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
+    except AdapterFault:
+        raise
     except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (docs/style.md §7)
-        raise BackendFault(operation, e) from e
+        raise _attributed(operation, fn, e) from e
+
+
+def _adapter_modules(obj: Any) -> frozenset[str]:
+    """The modules of ``obj``'s adapter code: its class's and those of its adapter base classes. Empty
+    for proxies that attribute faults themselves (the worker's, whose child judged them)."""
+    if obj is None or getattr(obj, "faults_attributed", False):
+        return frozenset()
+    cls = type(obj)
+    return frozenset(
+        {cls.__module__}
+        | {c.__module__ for c in cls.__mro__ if c.__module__.startswith(ADAPTER_MODULES_PREFIX)}
+    )
+
+
+def _attributed(operation: str, fn: Callable[..., Any], e: Exception) -> Exception:
+    """``e`` as an :class:`AdapterFault` when the adapter (maskcert's code) is to blame, else as a
+    :class:`BackendFault` (a finding); see :mod:`props.contract.attribution`."""
+    owner = getattr(fn, "__self__", None)
+    why = adapter_fault(e, _adapter_modules(owner))
+    if why is not None:
+        return AdapterFault(
+            str(getattr(owner, "name", "")), str(getattr(owner, "version", "")), operation, why
+        )
+    return BackendFault(operation, e)
 
 
 class Guarded:
@@ -318,9 +345,9 @@ def prepare(
     except refdecoder.SpecError as e:
         ref_reason = f"invalid spec: {e}"
     try:
-        outcome = backend.compile(make_spec(spec, profile.json), vocab)
-    except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (docs/style.md §7)
-        f = backend_failure(backend, judged, vocab, "compile", e)
+        outcome = _call("compile", backend.compile, make_spec(spec, profile.json), vocab)
+    except BackendFault as fault:
+        f = backend_failure(backend, judged, vocab, "compile", fault.error)
         return NotChecked("backend", f.message, (f,))
     if isinstance(outcome, Refused):
         side = "both" if reference is None else "backend"

@@ -45,6 +45,7 @@ from props.corpus import Case, serializations, validate_output
 from tokenizers_matrix import Vocabulary
 
 __all__ = [
+    "documented_refusal",
     "Property",
     "invariant_properties",
     "valid_walk_property",
@@ -240,7 +241,7 @@ def _from_schema(t: Target, data: st.DataObject) -> bytes | None:
     try:
         instance = data.draw(strategy, label="instance")
     except Exception as e:  # noqa: BLE001 - sorted below: documented refusals, Hypothesis control flow, or loud
-        why = _documented_refusal(e)
+        why = documented_refusal(e)
         if why is None:
             if isinstance(e, HypothesisException):  # assume(), filters, health checks: Hypothesis's own
                 raise
@@ -259,7 +260,7 @@ def _from_schema(t: Target, data: st.DataObject) -> bytes | None:
     return None
 
 
-def _documented_refusal(e: BaseException) -> str | None:
+def documented_refusal(e: BaseException) -> str | None:
     """Why hypothesis-jsonschema cannot draw from a schema, for the refusals it documents: references
     it does not resolve (recursive or remote ``$ref``: ``HypothesisRefResolutionError``, a
     ``RefResolutionError``), schemas it rejects (``InvalidArgument``), a ``$schema`` whose meta-schema
@@ -303,7 +304,7 @@ def _schema_strategy(schema_json: str) -> st.SearchStrategy[Any] | str:
             built.validate()
             strategy = built
         except Exception as e:  # noqa: BLE001 - documented refusals are kept, anything else is loud
-            why = _documented_refusal(e)
+            why = documented_refusal(e)
             if why is None:
                 raise _dependency_error(e) from e
             strategy = why

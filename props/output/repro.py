@@ -8,7 +8,7 @@ Theory of operation. :func:`write_reproducers` writes, under ``<out_dir>/repro/`
 * ``<finding.id>.py`` per finding: a script that imports only the backend's package (``xgrammar``,
   ``llguidance``, ``outlines_core``, ``lmformatenforcer``; ``refdecoder`` for backend ``reference``)
   and the standard library. It loads the vocabulary file next to it, builds the backend's tokenizer
-  object and compiles the spec exactly as ``props/adapters/<backend>.py`` does (the same options:
+  object and compiles the spec exactly as ``props/backends/<adapter module>.py`` does (the same options:
   the adapter's defaults overridden by ``adapter_options``), replays ``finding.prefix_ids`` and
   recomputes the behaviour with the backend.
 
