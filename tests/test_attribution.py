@@ -128,8 +128,12 @@ def test_the_worker_judges_faults_in_the_child() -> None:
 def test_an_adapter_that_cannot_import_from_the_installed_release_names_the_versions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    info = BackendInfo("old-engine", "tests._adapter_for_a_newer_release:Adapter", "numpy", "numpy", "==0.0.1")
+    info = BackendInfo(
+        "old-engine", "tests._adapter_for_a_newer_release:Adapter", "numpy", "numpy", "==0.0.1"
+    )
     monkeypatch.setattr(props.backends, "REGISTRY", MappingProxyType({**REGISTRY, info.name: info}))
     monkeypatch.setattr(props.backends, "ADAPTERS", MappingProxyType({info.name: info.adapter}))
-    with pytest.raises(props.backends.BackendUnavailable, match=r"installed numpy \S+ lacks what the adapter"):
+    with pytest.raises(
+        props.backends.BackendUnavailable, match=r"installed numpy \S+ lacks what the adapter"
+    ):
         props.backends.adapter_class(info.name)
