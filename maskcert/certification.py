@@ -29,6 +29,7 @@ shards (vocabulary, case) pairs over that many processes, each with its own back
 from __future__ import annotations
 
 import datetime
+import json
 import random
 import sys
 import time
@@ -43,6 +44,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
+from props.checks.defects import Defect, group, reference_grammars
 from props.checks.invariants import (
     UNDECIDED,
     BackendFault,
@@ -79,6 +81,7 @@ from props.contract.findings import (
     Invariant,
     SpecKind,
     SpecRef,
+    bytes_json,
     dedupe,
 )
 from props.corpus import Case, load_corpus
@@ -460,6 +463,32 @@ class Report:
     findings: list[Finding]
     vocabularies: dict[str, Any]
     adapter_options: dict[str, Any]
+    defects: list[Defect] = field(default_factory=list)
+
+    def apply_baseline(self, path: str | Path) -> None:
+        """Judge the run against known defect signatures (``--baseline``): known defects are reported
+        but do not fail the run, new ones do, known ones not seen are listed as fixed. Sets
+        ``baseline`` and recomputes ``exit_code`` (an internal error still gives 3)."""
+        known = load_baseline(path)
+        seen = {d.signature for d in self.defects}
+        new = [d for d in self.defects if d.signature not in known]
+        self.data["baseline"] = {
+            "path": str(path),
+            "known": sorted(d.id for d in self.defects if d.signature in known),
+            "new": [d.id for d in new],
+            "fixed": sorted(known - seen),
+        }
+        if self.data["exit_code"] != 3:
+            self.data["exit_code"] = 1 if any(d.invariant in FAILING for d in new) else 0
+
+    def write_baseline(self, path: str | Path) -> Path:
+        """The signatures of this run's defects as a baseline file (``--write-baseline``)."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"maskcert_baseline": 1, "backend": self.data["backend"]["name"],
+               "signatures": sorted(d.signature for d in self.defects)}  # fmt: skip
+        out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        return out
 
     @property
     def exit_code(self) -> int:
@@ -477,7 +506,49 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         self.findings = write_reproducers(self.findings, self.vocabularies, out, self.adapter_options)
         self.data["findings"] = [f.to_json() for f in self.findings]
+        repro = {f.id: f.repro for f in self.findings}
+        self.data["defects"] = defects_json(self.defects, repro)
         return write_report(self.data, out)
+
+
+def defects_json(defects: list[Defect], repro: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """report.json ``defects``: one entry per defect, its smallest finding as the example (the spec is
+    that finding's, not yet minimized: ``minimized`` says so)."""
+    out: list[dict[str, Any]] = []
+    for d in defects:
+        f = d.example
+        cert = f.certificate or {}
+        witness = cert.get("witness") or cert.get("completion") or (f.prefix_bytes + (f.token_bytes or b""))
+        out.append(
+            {
+                "id": d.id,
+                "signature": d.signature,
+                "invariant": str(d.invariant),
+                "severity": str(d.severity),
+                "summary": d.summary(),
+                "findings": [x.id for x in d.findings],
+                "spec": {"kind": str(f.spec.kind), "source": f.spec.source, "name": f.spec.name},
+                "minimized": False,
+                "original_spec_digest": f.spec.digest,
+                "witness": bytes_json(witness if isinstance(witness, bytes) else None),
+                "repro": (repro or {}).get(f.id, f.repro),
+            }
+        )
+    return out
+
+
+def load_baseline(path: str | Path) -> set[str]:
+    """The defect signatures of a baseline file (written by ``--write-baseline``)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise CertifyError(
+            f"--baseline {path}: expected a baseline JSON file written by --write-baseline ({e})"
+        ) from e
+    sigs = doc.get("signatures") if isinstance(doc, dict) else None
+    if not isinstance(sigs, list) or not all(isinstance(s, str) for s in sigs):
+        raise CertifyError(f'--baseline {path}: expected {{"signatures": [str, ...]}}, got {str(doc)[:120]}')
+    return set(sigs)
 
 
 def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> CaseResult:
@@ -539,6 +610,7 @@ def certify(
     isolate: bool | None = None,
     out: str | Path | None = None,
     progress: bool | None = None,
+    baseline: str | Path | None = None,
 ) -> Report:
     """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) on the
     corpora (names or paths) plus ``cases`` for each tokenizer; write the report to ``out`` when given.
@@ -600,6 +672,8 @@ def certify(
         instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete
     )
     report.adapter_options = options
+    if baseline is not None:
+        report.apply_baseline(baseline)
     close = getattr(instance, "close", None)
     if close is not None:
         close()
@@ -721,4 +795,8 @@ def _assemble(
         if any(f.invariant in FAILING for f in findings)
         else 0,
     }
-    return Report(data, findings, {v.fingerprint: v for v in vocabs}, {})
+    report = Report(data, findings, {v.fingerprint: v for v in vocabs}, {})
+    report.defects = group(findings, reference_grammars())
+    report.data["defects"] = defects_json(report.defects)
+    report.data["defect_counts"] = dict(Counter(str(d.severity) for d in report.defects))
+    return report

@@ -100,7 +100,10 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             backend_options=options,
             isolate=False if args.in_process else None,
             out=args.out,
+            baseline=args.baseline,
         )
+        if args.write_baseline:
+            report.write_baseline(args.write_baseline)
     except (BackendUnavailable, CertifyError, CorpusError, VocabularyError) as e:
         print(f"maskcert certify: {e}", file=sys.stderr)
         return 2
@@ -117,6 +120,12 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}"
     )
     print(f"findings: {summary}")
+    print(f"defects: {len(report.defects)} (findings grouped by root cause; report.md lists them first)")
+    for defect in report.defects[:10]:
+        print(f"  {defect.id} {defect.severity:<8} {defect.summary()}")
+    if "baseline" in d:
+        b = d["baseline"]
+        print(f"baseline: {len(b['known'])} known, {len(b['new'])} new, {len(b['fixed'])} fixed")
     for err in d["internal_errors"]:
         print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
     if d["self_check"]:
@@ -345,6 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--option", action="append", help="adapter constructor option KEY=VALUE (repeatable)")
     ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
     ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
+    ce.add_argument(
+        "--baseline", help="known defect signatures (a --write-baseline file): only new ones fail"
+    )
+    ce.add_argument(
+        "--write-baseline", help="write this run's defect signatures here, for a later --baseline"
+    )
     ce.set_defaults(func=_cmd_certify)
 
     d = sub.add_parser(

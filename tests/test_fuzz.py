@@ -179,6 +179,9 @@ def test_campaign_finds_records_and_replays_first(tmp_path):
     assert any(p.is_file() for p in db.rglob("*")), "no example saved in the database"
     summary = json.loads((tmp_path / "out" / "campaign.json").read_text())
     assert summary["examples"] > 0 and summary["stopped"] == "budget"
+    # The findings grouped by root cause: every finding in exactly one defect.
+    grouped = [fid for d in summary["defects"] for fid in d["findings"]]
+    assert sorted(grouped) == sorted(f.id for f in first.findings) and summary["defects"][0]["signature"]
 
     second = run_campaign(toy_config(tmp_path, budget_s=1.5, seed=2))
     assert second.replayed >= 1

@@ -31,6 +31,7 @@ from maskcert.fuzz._config import CampaignConfig, FuzzUsageError
 from maskcert.fuzz._log import FindingsLog
 from maskcert.fuzz._runner import ShardSpec, run_shard
 from maskcert.fuzz._targets import check_target
+from props.checks.defects import group, reference_grammars
 from props.contract.findings import INVARIANTS, Finding
 
 __all__ = ["FindingEvent", "CampaignResult", "run_campaign"]
@@ -108,6 +109,16 @@ class CampaignResult:
             "errors": list(self.errors),
             "coverage": self.coverage,
             "property_examples": self.property_examples,
+            "defects": [
+                {
+                    "id": d.id,
+                    "signature": d.signature,
+                    "severity": str(d.severity),
+                    "summary": d.summary(),
+                    "findings": [f.id for f in d.findings],
+                }
+                for d in group(self.findings, reference_grammars())
+            ],  # fmt: skip
         }
 
 

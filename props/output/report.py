@@ -61,6 +61,12 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
     (``corpus``; ``reference``: a string the reference generated; ``hypothesis-jsonschema``, and
     ``hypothesis-jsonschema-unused`` for its draws outside the profile's language), and why a source
     gave none (e.g. hypothesis-jsonschema's documented refusal of a recursive ``$ref``).
+``defects`` (array, optional in older reports)
+    Findings grouped by root cause (:mod:`props.checks.defects`): ``{"id", "signature", "invariant",
+    "severity", "summary", "findings": [finding ids], "spec": {"kind", "source", "name"} (the smallest
+    example's spec), "minimized": bool, "original_spec_digest", "witness": {"hex", "text"} | null,
+    "repro"}``; ``defect_counts``: ``{severity: int}``; ``baseline`` (with ``--baseline``):
+    ``{"path", "known": [defect ids], "new": [defect ids], "fixed": [signatures]}``.
 ``internal_errors`` (array of str, optional in older reports)
     maskcert's own failures, one per (spec, tokenizer): a bug or a broken dependency, never a finding.
 ``exit_code`` (int)
@@ -120,6 +126,10 @@ REPORT_FIELDS: dict[str, str] = {
 }
 #: Fields later versions added; a report without them still loads.
 OPTIONAL_FIELDS: dict[str, str] = {
+    "defects": "array: findings grouped by root cause (id, signature, invariant, severity, summary, findings, "
+    "spec, minimized, original_spec_digest, witness, repro)",
+    "defect_counts": "object: severity -> number of defects",
+    "baseline": "object: path, known / new (defect ids), fixed (signatures) when run with --baseline",
     "instances": "object: instances walked by source, total and per spec",
     "internal_errors": "array of str: maskcert's own failures (exit code 3)",
 }
@@ -498,6 +508,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     out.append("Specs: " + ", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS) + ".")
     out.append("")
 
+    out += ["## Defects", "", _DEFECTS_NOTE, ""]
+    header, rows_d = _defect_rows(report)
+    out.append(_md_table(header, [[_md(c) for c in row] for row in rows_d]) if rows_d else "No defects.")
+    baseline = report.get("baseline")
+    if baseline:
+        out += ["", f"Baseline `{_md(baseline.get('path', ''))}`: {len(baseline.get('known', []))} known, "
+                f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed."]  # fmt: skip
+        out += [f"- fixed: `{_md(sig)}`" for sig in baseline.get("fixed", [])]
+    out.append("")
+
     profile = be.get("profile", {}) or {}
     out += [
         "## Declared profile",
@@ -710,6 +730,28 @@ def _instance_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
+_DEFECTS_NOTE = (
+    "Findings grouped by root cause: one signature (invariant, direction, JSON position or spec kind, byte "
+    "class at the divergence) is one defect, whatever spec, tokenizer or step showed it. Each row gives the "
+    "smallest example; its finding below has the certificate and the reproducer."
+)
+
+
+def _defect_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Rows of the defects section (the last column is the example finding's id, for links)."""
+    header = ["defect", "severity", "what", "example spec", "example output", "findings", "repro", "finding"]
+    rows = []
+    for d in report.get("defects") or []:
+        spec = d.get("spec") or {}
+        witness = (d.get("witness") or {}).get("text", "")
+        example = d.get("findings", [""])[0] if d.get("findings") else ""
+        rows.append([str(d.get("id", "")), str(d.get("severity", "")), _cut(str(d.get("summary", "")), 160),
+                     _cut(f"{spec.get('kind', '')} {spec.get('name', '')}: {json.dumps(spec.get('source'))}", 160),
+                     _cut(repr(witness), 80), str(len(d.get("findings") or [])), str(d.get("repro", "") or "–"),
+                     str(example)])  # fmt: skip
+    return header, rows
+
+
 def _anchor(fid: Any) -> str:
     return re.sub(r"[^a-z0-9-]", "", str(fid).lower())
 
@@ -778,6 +820,7 @@ def render_html(report: dict[str, Any]) -> str:
     findings: list[dict[str, Any]] = list(report.get("findings", []))
     p: list[str] = [
         *_html_summary(report, findings),
+        *_html_defects(report),
         *_html_profile(be),
         *_html_restrictions(be),
         *_html_inputs(report),
@@ -790,6 +833,23 @@ def render_html(report: dict[str, Any]) -> str:
         "</body></html>\n",
     ]
     return "\n".join(p)
+
+
+def _html_defects(report: dict[str, Any]) -> list[str]:
+    """The defects section: one row per root cause, linked to its example finding."""
+    p = ["<h2>Defects</h2>", f'<p class="note">{_h(_DEFECTS_NOTE)}</p>']
+    header, rows = _defect_rows(report)
+    if not rows:
+        return [*p, "<p>No defects.</p>"]
+    linked = [
+        [f'<a href="#finding-{_anchor(r[-1])}">{_h(r[0])}</a>', *[_h(c) for c in r[1:-1]]] for r in rows
+    ]
+    p.append(_html_table(header[:-1], linked, raw=True))
+    baseline = report.get("baseline")
+    if baseline:
+        p.append(f"<p>Baseline {_h(baseline.get('path', ''))}: {len(baseline.get('known', []))} known, "
+                 f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed.</p>")  # fmt: skip
+    return p
 
 
 def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:

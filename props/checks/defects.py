@@ -1,0 +1,331 @@
+"""Defects: findings grouped by root cause, so one behaviour of an engine is reported once.
+
+A finding is one observation: this spec, this vocabulary, this step, this token. An engine that masks
+``\\`` inside object keys shows it on every schema with an object, for every token that starts an
+escape (``"\\``, `` "\\``, ``\\u``), under every whitespace variant. :func:`signature` maps each
+finding to a deterministic description of *what went wrong where*, built from what the reference
+knows at the divergence; findings with one signature are one :class:`Defect`.
+
+The signature is ``invariant | direction | context | byte``:
+
+* **invariant** and **direction**: ``soundness`` allows what the language forbids, ``completeness_*``,
+  ``utf8`` and ``liveness`` block what it allows, ``eos`` offers or withholds the end; serving
+  invariants name the operation that diverged; ``crash``/``limits`` the operation and exception type.
+* **context**: where in the output the decisive byte falls. For JSON (every ``json_schema`` spec) the
+  JSON position kind, from :func:`json_positions`: ``value``, ``object key``, ``key escape``,
+  ``string``, ``string escape``, ``number``, ``fraction``, ``exponent``, ``literal``, ``after key``,
+  ``after value``. Not the concrete schema path: the same behaviour on two schemas is one defect. For
+  regex, GBNF and choice specs ``text`` (their bytes have no positions of their own); for serving,
+  refusal, determinism, crash and limits findings ``-``.
+* **byte**: the class of the decisive byte (:func:`byte_class`: ``quote``, ``backslash``, ``digit``,
+  ``sign``, ``dot``, ``exp``, ``letter``, ``space``, ``control``, ``non-ascii``, a structural
+  character itself, ``other``), ``EOS``, or ``special token`` (a token without bytes).
+
+The **decisive byte** of a token finding: for ``soundness``, the first byte of the token after which
+the reference has no completion (found by walking the reference grammar over the token's bytes),
+which is exactly where the engine let invalid output through; for the blocking invariants, the
+token's most specific byte by :data:`SPECIFICITY` (an escape is more telling than the quote or the
+whitespace that led to it), since the reference cannot know which byte the engine objected to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from props.contract.findings import (
+    SERVING_INVARIANTS,
+    SEVERITY,
+    SEVERITY_RANK,
+    Finding,
+    Invariant,
+    Severity,
+    SpecKind,
+)
+from refdecoder import Grammar
+
+__all__ = [
+    "Defect",
+    "group",
+    "signature",
+    "json_positions",
+    "byte_class",
+    "SPECIFICITY",
+]
+
+# -- JSON positions ---------------------------------------------------------------------------------
+
+_STRUCTURAL = frozenset(b"{}[],:")
+
+
+def json_positions(data: bytes) -> list[str]:
+    """The JSON position kind *before* each byte of ``data`` (len(data) + 1 entries: the last one is
+    the position after it). A small lexical scanner, lenient on invalid input (it only locates)."""
+    out: list[str] = []
+    stack: list[str] = []  # "{" or "["
+    state = "value"
+    literal_left = 0
+    for b in data:
+        out.append(state)
+        c = chr(b)
+        if state in ("object key", "string"):
+            if c == "\\":
+                state = "key escape" if state == "object key" else "string escape"
+            elif c == '"':
+                state = "after key" if state == "object key" else "after value"
+        elif state in ("key escape", "string escape"):
+            state = "object key" if state == "key escape" else "string"
+        elif state in ("number", "fraction", "exponent"):
+            if c == "." and state == "number":
+                state = "fraction"
+            elif c in "eE" and state in ("number", "fraction"):
+                state = "exponent"
+            elif not (c.isdigit() or c in "+-"):
+                state = _after_value(c, stack)
+        elif state == "literal":
+            literal_left -= 1
+            if literal_left <= 0:
+                state = "after value"
+        elif c in " \t\r\n":
+            pass  # whitespace keeps the position
+        elif state == "after key":
+            if c == ":":
+                state = "value"
+        elif state == "after value":
+            state = _after_value(c, stack)
+        elif state in ("value", "key"):
+            if c == '"':
+                state = "object key" if state == "key" else "string"
+            elif c == "{":
+                stack.append("{")
+                state = "key"
+            elif c == "[":
+                stack.append("[")
+                state = "value"
+            elif c in "]}":
+                if stack:
+                    stack.pop()
+                state = "after value"
+            elif c == "-" or c.isdigit():
+                state = "number"
+            elif c in "tfn":
+                state, literal_left = "literal", {"t": 3, "f": 4, "n": 3}[c]
+        # Any other byte leaves the state: the scanner only locates, the reference judges.
+    out.append(state)
+    return ["object key" if s == "key" else s for s in out]  # expecting a key is a key position too
+
+
+def _after_value(c: str, stack: list[str]) -> str:
+    if c == ",":
+        return "key" if stack and stack[-1] == "{" else "value"
+    if c in "]}":
+        if stack:
+            stack.pop()
+        return "after value"
+    return "after value"
+
+
+def byte_class(b: int) -> str:
+    """A byte's class for signatures (see the module doc)."""
+    c = chr(b)
+    if b >= 0x80:
+        return "non-ascii"
+    if b < 0x20 and c not in "\t\r\n":
+        return "control"
+    if c in " \t\r\n":
+        return "space"
+    if c == '"':
+        return "quote"
+    if c == "\\":
+        return "backslash"
+    if c.isdigit():
+        return "digit"
+    if c in "+-":
+        return "sign"
+    if c == ".":
+        return "dot"
+    if c.isalpha():
+        return "letter"
+    if b in _STRUCTURAL:
+        return c
+    return "other"
+
+
+#: How telling a byte class is, most telling first: a blocking finding is signed by its token's most
+#: telling byte.
+SPECIFICITY: tuple[str, ...] = (
+    "control",
+    "backslash",
+    "non-ascii",
+    "other",
+    "sign",
+    "dot",
+    "digit",
+    "letter",
+    "quote",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "space",
+)
+
+
+# -- signatures ---------------------------------------------------------------------------------------
+
+_BLOCKING = frozenset(
+    {
+        Invariant.COMPLETENESS_CANONICAL,
+        Invariant.COMPLETENESS_TOKEN,
+        Invariant.COMPLETENESS_BYTE,
+        Invariant.UTF8,
+        Invariant.LIVENESS,
+    }
+)
+
+
+def _context(f: Finding, data: bytes, index: int) -> str:
+    """The context of byte ``index`` of ``data`` (prefix + token): JSON position or spec kind."""
+    if f.spec.kind is SpecKind.JSON_SCHEMA:
+        return json_positions(data)[index]
+    return "text"
+
+
+def _dying_byte(grammar: Grammar | None, prefix: bytes, token: bytes) -> int | None:
+    """The index in ``token`` of the first byte after which the reference has no completion."""
+    if grammar is None:
+        return None
+    state = grammar.advance(grammar.initial(), prefix)
+    if state is None:
+        return None
+    for i, b in enumerate(token):
+        state = grammar.advance(state, bytes([b]))
+        if state is None:
+            return i
+    return None
+
+
+def _most_specific(token: bytes) -> int | None:
+    if not token:
+        return None
+    rank = {cls: i for i, cls in enumerate(SPECIFICITY)}
+    return min(range(len(token)), key=lambda i: (rank.get(byte_class(token[i]), len(rank)), i))
+
+
+def signature(f: Finding, grammar: Grammar | None = None) -> str:
+    """``f``'s root-cause signature (see the module doc). ``grammar`` is the reference's grammar for
+    ``f.spec`` under its profile, used to find where a soundness finding's token dies."""
+    inv = f.invariant
+    if inv in SERVING_INVARIANTS:
+        ops = (f.certificate or {}).get("operations") or []
+        last = ops[-1] if ops else None
+        kind = getattr(last, "kind", None) or (last[0] if isinstance(last, list) and last else "")
+        return f"{inv}|diverged after {kind or 'the walk'}|-|-"
+    if inv in (Invariant.CRASH, Invariant.LIMITS):
+        cert = f.certificate or {}
+        return f"{inv}|{cert.get('operation', '?')}|{cert.get('exception', '?')}|-"
+    if inv is Invariant.REFUSAL:
+        return f"{inv}|compiles what it should refuse|-|-"
+    if inv is Invariant.EOS:
+        direction = "withholds EOS" if f.reference_allows else "offers EOS"
+        return f"{inv}|{direction}|{_context(f, f.prefix_bytes, len(f.prefix_bytes))}|EOS"
+    if inv is Invariant.DETERMINISM:
+        return f"{inv}|{f.backend_verdict[:40]}|-|-"
+    token = f.token_bytes or b""
+    here = _context(f, f.prefix_bytes, len(f.prefix_bytes))
+    if inv is Invariant.LIVENESS:
+        return f"{inv}|blocks everything|{here}|-"
+    if not token:  # a token without bytes: a special token
+        return f"{inv}|{'allows' if inv is Invariant.SOUNDNESS else 'blocks'}|{here}|special token"
+    if inv is Invariant.SOUNDNESS:
+        i = _dying_byte(grammar, f.prefix_bytes, token)
+        direction = "allows"
+    else:
+        i = None
+        direction = "blocks"
+    if i is None:
+        i = _most_specific(token)
+    assert i is not None  # token is non-empty
+    data = f.prefix_bytes + token
+    return f"{inv}|{direction}|{_context(f, data, len(f.prefix_bytes) + i)}|{byte_class(token[i])}"
+
+
+# -- defects ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Defect:
+    """Findings with one signature. ``findings`` are ordered by (prefix length, spec source size),
+    so the first is the smallest example."""
+
+    signature: str
+    findings: tuple[Finding, ...] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        """A short id, stable across runs and engines' releases (it depends on the signature only)."""
+        return "D" + hashlib.sha256(self.signature.encode()).hexdigest()[:8]
+
+    @property
+    def invariant(self) -> Invariant:
+        return self.findings[0].invariant
+
+    @property
+    def severity(self) -> Severity:
+        return SEVERITY[self.invariant]
+
+    @property
+    def example(self) -> Finding:
+        return self.findings[0]
+
+    def summary(self) -> str:
+        inv, direction, context, byte = self.signature.split("|", 3)
+        where = f" at {context}" if context else ""
+        what = f" ({byte})" if byte not in ("-", "") else ""
+        specs = len({f.spec.digest for f in self.findings})
+        return f"{inv}: {direction}{where}{what} — {len(self.findings)} findings on {specs} specs"
+
+
+def _size(f: Finding) -> int:
+    import json
+
+    return len(json.dumps(f.spec.source, sort_keys=True, default=str))
+
+
+def group(
+    findings: Iterable[Finding], grammar_of: Callable[[Finding], Grammar | None] | None = None
+) -> list[Defect]:
+    """``findings`` as defects, most severe first, then most findings first. ``grammar_of`` gives
+    the reference grammar of a finding's spec (None: soundness findings are signed by their most
+    specific byte)."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        sig = signature(f, grammar_of(f) if grammar_of is not None else None)
+        by.setdefault(sig, []).append(f)
+    defects = [
+        Defect(sig, tuple(sorted(fs, key=lambda f: (len(f.prefix_ids), _size(f), f.id))))
+        for sig, fs in by.items()
+    ]
+    defects.sort(key=lambda d: (SEVERITY_RANK[d.severity], -len(d.findings), d.signature))
+    return defects
+
+
+def reference_grammars() -> Callable[[Finding], Grammar | None]:
+    """A ``grammar_of`` for :func:`group` that compiles each spec once (None when it is refused)."""
+    import refdecoder
+
+    cache: dict[tuple[str, str], Grammar | None] = {}
+
+    def grammar_of(f: Finding) -> Grammar | None:
+        key = (f.spec.digest, repr(sorted((f.spec.profile or {}).items())))
+        if key not in cache:
+            try:
+                cache[key] = refdecoder.compile(f.spec.to_spec())
+            except refdecoder.MaskcertError:
+                cache[key] = None
+        return cache[key]
+
+    return grammar_of

@@ -1,0 +1,156 @@
+"""Defects (issue 15): findings grouped by a root-cause signature; the report leads with them; a
+baseline of known signatures lets CI fail on new defects only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import refdecoder
+import tokenizers_matrix as tm
+from maskcert.certification import certify
+from maskcert.cli import main
+from props.checks.defects import byte_class, group, json_positions, reference_grammars, signature
+from props.contract.findings import Finding, Invariant, SpecKind, SpecRef
+from props.corpus import load_corpus
+
+from ._toys import TOYS
+
+OBJ = SpecRef(SpecKind.JSON_SCHEMA, {"type": "object", "properties": {"k": {"type": "string"}}}, "obj", "t")
+OTHER = SpecRef(
+    SpecKind.JSON_SCHEMA, {"type": "object", "additionalProperties": {"type": "integer"}}, "o2", "t"
+)
+
+
+def _blocked(spec: SpecRef, prefix: bytes, token: bytes, tokenizer: str = "tok") -> Finding:
+    return Finding(
+        Invariant.COMPLETENESS_TOKEN,
+        "engine",
+        "1",
+        spec,
+        tokenizer,
+        tokenizer,
+        prefix_ids=tuple(range(len(prefix))),
+        prefix_bytes=prefix,
+        token_id=7,
+        token_bytes=token,
+        backend_verdict="masked",
+        reference_verdict="allowed",
+        reference_allows=True,
+    )
+
+
+def test_json_positions() -> None:
+    data = b'{"a\\u0": [1.5e3, "x\\n", true]}'
+    pos = dict(zip(range(len(data)), json_positions(data)))
+    assert pos[data.index(b"a")] == "object key" and pos[data.index(b"u")] == "key escape"
+    assert pos[data.index(b"5")] == "fraction" and pos[data.index(b"3")] == "exponent"
+    assert pos[data.index(b"n")] == "string escape" and pos[data.index(b"r")] == "literal"
+    assert json_positions(b"") == ["value"] and json_positions(b'{"a":1')[-1] == "number"
+    assert [byte_class(b) for b in b'"\\9-.aZ \x01\xc3{'] == [
+        "quote", "backslash", "digit", "sign", "dot", "letter", "letter", "space", "control", "non-ascii", "{",
+    ]  # fmt: skip
+
+
+def test_one_behaviour_is_one_defect() -> None:
+    """An escape blocked inside object keys, seen on two schemas, two tokenizers, three tokens and
+    whitespace variants, is one defect; a number blocked after a key is another."""
+    same = [
+        _blocked(OBJ, b"{", b'"\\'),
+        _blocked(OBJ, b"{ ", b' "\\', "other-tok"),
+        _blocked(OTHER, b'{"a', b"\\u"),
+        _blocked(OTHER, b'{\n\t"', b"\\"),
+    ]
+    different = _blocked(OTHER, b'{"a":', b"12")
+    defects = group([*same, different])
+    assert len(defects) == 2
+    first = defects[0]
+    assert first.signature == "completeness_token|blocks|object key|backslash"
+    assert len(first.findings) == 4 and first.example.prefix_bytes == b"{"  # the smallest example first
+    assert defects[1].signature == "completeness_token|blocks|value|digit"
+    assert first.id != defects[1].id and first.id == group(same)[0].id  # ids depend on the signature only
+
+
+def test_soundness_is_signed_where_the_reference_says_the_token_dies() -> None:
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "maxLength": 2}, "short", "t")
+    f = Finding(
+        Invariant.SOUNDNESS, "engine", "1", spec, "tok", "tok", prefix_ids=(1,), prefix_bytes=b'"ab',
+        token_id=9, token_bytes=b'c"', backend_verdict="allowed", reference_verdict="masked", reference_allows=False,
+    )  # fmt: skip
+    grammar = refdecoder.compile(spec.to_spec())
+    assert signature(f, grammar) == "soundness|allows|string|letter"  # 'c' is the byte past maxLength
+    # Without the reference grammar, the token's most specific byte signs it (a letter before a quote).
+    assert signature(f, None) == "soundness|allows|string|letter"
+    f2 = f.with_(token_bytes=b'"', prefix_bytes=b'"a')  # closing after one letter is valid: never dies
+    assert signature(f2, grammar) == "soundness|allows|string|quote"
+
+
+def test_certify_reports_defects_first_and_counts_them(tmp_path: Path) -> None:
+    cls, _ = TOYS["eos"]
+    cases = load_corpus("builtin")[::9]
+    report = certify(cls, tokenizers=[tm.byte_vocabulary()], corpus=(), cases=cases, examples=2, out=tmp_path)
+    data = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert data["defects"] and len(data["defects"]) < len(data["findings"])
+    repro = {f["id"]: f["repro"] for f in data["findings"]}
+    for d in data["defects"]:
+        assert set(d["findings"]) <= set(repro)
+        assert d["repro"] == repro[d["findings"][0]]  # the example's (toy backends get none written)
+    assert sum(len(d["findings"]) for d in data["defects"]) == len(data["findings"])
+    assert data["defect_counts"] == {
+        s: sum(1 for d in data["defects"] if d["severity"] == s) for s in data["defect_counts"]
+    }
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert md.index("## Defects") < md.index("## Findings")
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert html.index("<h2>Defects</h2>") < html.index("<h2>Findings</h2>")
+    assert report.defects[0].id == data["defects"][0]["id"]
+
+
+def test_a_baseline_fails_only_new_defects(tmp_path: Path) -> None:
+    cls, _ = TOYS["eos"]
+    cases = load_corpus("builtin")[::9]
+    first = certify(cls, tokenizers=[tm.byte_vocabulary()], corpus=(), cases=cases, examples=2)
+    assert first.exit_code == 1
+    baseline = first.write_baseline(tmp_path / "baseline.json")
+    again = certify(
+        cls, tokenizers=[tm.byte_vocabulary()], corpus=(), cases=cases, examples=2, baseline=baseline
+    )
+    assert again.exit_code == 0 and not again.data["baseline"]["new"] and not again.data["baseline"]["fixed"]
+    # One known defect is gone (fixed), the others stay known; a new defect fails the run.
+    sigs = json.loads(baseline.read_text())["signatures"]
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"signatures": [*sigs[1:], "soundness|allows|string|quote"]}))
+    judged = certify(
+        cls, tokenizers=[tm.byte_vocabulary()], corpus=(), cases=cases, examples=2, baseline=partial
+    )
+    assert judged.data["baseline"]["fixed"] == ["soundness|allows|string|quote"]
+    assert len(judged.data["baseline"]["new"]) == 1 and judged.exit_code == 1
+
+
+def test_bad_baselines_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"signatures": 3}')
+    code = main(["certify", "--regex", "a|b", "--tokenizer", "byte", "--examples", "1", "--baseline", str(bad),
+                 "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 2 and '"signatures": [str, ...]' in capsys.readouterr().err
+    code = main(["certify", "--regex", "a|b", "--tokenizer", "byte", "--examples", "1", "--baseline",
+                 str(tmp_path / "missing.json"), "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 2 and "missing.json" in capsys.readouterr().err
+
+
+def test_reference_grammars_compile_each_spec_once() -> None:
+    grammar_of = reference_grammars()
+    f = _blocked(OBJ, b"{", b'"')
+    assert grammar_of(f) is grammar_of(_blocked(OBJ, b"{ ", b'"'))
+    refused = SpecRef(SpecKind.REGEX, "(a", "bad", "t")
+    assert grammar_of(_blocked(refused, b"", b"a")) is None
+
+
+def test_cases_reach_the_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["certify", "--backend", "tests._toys:NoEos", "--in-process", "--regex", "ab?", "--tokenizer",
+                 "byte", "--examples", "2", "--out", str(tmp_path), "--write-baseline", str(tmp_path / "b.json")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1 and "defects: " in out and "eos: withholds EOS" in out
+    assert json.loads((tmp_path / "b.json").read_text())["signatures"]
