@@ -34,9 +34,9 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
-from props.checks.defects import Defect, group, reference_grammars
+from props.checks.defects import Defect, Reduced, group, minimize_defect, reference_grammars
 from props.checks.invariants import (
     UNDECIDED,
     BackendFault,
@@ -464,6 +464,22 @@ class Report:
     vocabularies: dict[str, Any]
     adapter_options: dict[str, Any]
     defects: list[Defect] = field(default_factory=list)
+    reduced: dict[str, Reduced] = field(default_factory=dict)  # defect id -> its minimized example
+    grammar_of: Callable[[Finding], Any] | None = None
+
+    def minimize(self, backend: Any, seconds: float, deadline: float | None = None) -> None:
+        """Shrink each defect's spec (:func:`props.checks.defects.minimize_defect`), ``seconds`` each,
+        none past ``deadline``; ``defects`` in report.json then show the minimized spec and witness."""
+        grammar_of = self.grammar_of or reference_grammars()
+        for d in self.defects:
+            budget = seconds if deadline is None else min(seconds, deadline - time.monotonic())
+            vocab = self.vocabularies.get(d.example.tokenizer_fingerprint)
+            if budget <= 0 or vocab is None:
+                continue
+            reduced = minimize_defect(d, backend, vocab, grammar_of, seconds=budget)
+            if reduced is not None:
+                self.reduced[d.id] = reduced
+        self.data["defects"] = defects_json(self.defects, reduced=self.reduced)
 
     def apply_baseline(self, path: str | Path) -> None:
         """Judge the run against known defect signatures (``--baseline``): known defects are reported
@@ -506,17 +522,24 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         self.findings = write_reproducers(self.findings, self.vocabularies, out, self.adapter_options)
         self.data["findings"] = [f.to_json() for f in self.findings]
+        minimal = write_reproducers([r.finding for r in self.reduced.values()], self.vocabularies, out,
+                                    self.adapter_options)  # fmt: skip
+        self.reduced = {d: replace(r, finding=f) for (d, r), f in zip(self.reduced.items(), minimal)}
         repro = {f.id: f.repro for f in self.findings}
-        self.data["defects"] = defects_json(self.defects, repro)
+        self.data["defects"] = defects_json(self.defects, repro, self.reduced)
         return write_report(self.data, out)
 
 
-def defects_json(defects: list[Defect], repro: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """report.json ``defects``: one entry per defect, its smallest finding as the example (the spec is
-    that finding's, not yet minimized: ``minimized`` says so)."""
+def defects_json(
+    defects: list[Defect], repro: dict[str, str] | None = None, reduced: dict[str, Reduced] | None = None
+) -> list[dict[str, Any]]:
+    """report.json ``defects``: one entry per defect with its minimized example when minimization
+    reproduced it (``minimized``: true), else its smallest finding; ``original_spec_digest`` is the
+    spec the defect was first seen on."""
     out: list[dict[str, Any]] = []
     for d in defects:
-        f = d.example
+        small = (reduced or {}).get(d.id)
+        f = small.finding if small is not None else d.example
         cert = f.certificate or {}
         witness = cert.get("witness") or cert.get("completion") or (f.prefix_bytes + (f.token_bytes or b""))
         out.append(
@@ -528,10 +551,10 @@ def defects_json(defects: list[Defect], repro: dict[str, str] | None = None) -> 
                 "summary": d.summary(),
                 "findings": [x.id for x in d.findings],
                 "spec": {"kind": str(f.spec.kind), "source": f.spec.source, "name": f.spec.name},
-                "minimized": False,
-                "original_spec_digest": f.spec.digest,
+                "minimized": small is not None,
+                "original_spec_digest": d.example.spec.digest,
                 "witness": bytes_json(witness if isinstance(witness, bytes) else None),
-                "repro": (repro or {}).get(f.id, f.repro),
+                "repro": f.repro if small is not None else (repro or {}).get(f.id, f.repro),
             }
         )
     return out
@@ -611,6 +634,7 @@ def certify(
     out: str | Path | None = None,
     progress: bool | None = None,
     baseline: str | Path | None = None,
+    minimize_s: float = 15.0,
 ) -> Report:
     """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) on the
     corpora (names or paths) plus ``cases`` for each tokenizer; write the report to ``out`` when given.
@@ -672,6 +696,8 @@ def certify(
         instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete
     )
     report.adapter_options = options
+    if minimize_s > 0 and report.defects:
+        report.minimize(instance, minimize_s, deadline)
     if baseline is not None:
         report.apply_baseline(baseline)
     close = getattr(instance, "close", None)
@@ -796,7 +822,8 @@ def _assemble(
         else 0,
     }
     report = Report(data, findings, {v.fingerprint: v for v in vocabs}, {})
-    report.defects = group(findings, reference_grammars())
+    report.grammar_of = reference_grammars()
+    report.defects = group(findings, report.grammar_of)
     report.data["defects"] = defects_json(report.defects)
     report.data["defect_counts"] = dict(Counter(str(d.severity) for d in report.defects))
     return report

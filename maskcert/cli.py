@@ -101,6 +101,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             isolate=False if args.in_process else None,
             out=args.out,
             baseline=args.baseline,
+            minimize_s=args.minimize_seconds,
         )
         if args.write_baseline:
             report.write_baseline(args.write_baseline)
@@ -359,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ce.add_argument(
         "--write-baseline", help="write this run's defect signatures here, for a later --baseline"
+    )
+    ce.add_argument(
+        "--minimize-seconds",
+        type=float,
+        default=15.0,
+        help="per defect: time to shrink its spec to a minimal example (0: off; default 15)",
     )
     ce.set_defaults(func=_cmd_certify)
 

@@ -14,7 +14,7 @@ from maskcert.certification import certify
 from maskcert.cli import main
 from props.checks.defects import byte_class, group, json_positions, reference_grammars, signature
 from props.contract.findings import Finding, Invariant, SpecKind, SpecRef
-from props.corpus import load_corpus
+from props.corpus import Case, load_corpus
 
 from ._toys import TOYS
 
@@ -67,9 +67,9 @@ def test_one_behaviour_is_one_defect() -> None:
     defects = group([*same, different])
     assert len(defects) == 2
     first = defects[0]
-    assert first.signature == "completeness_token|blocks|object key|backslash"
+    assert first.signature == "completeness|blocks|object key|backslash"
     assert len(first.findings) == 4 and first.example.prefix_bytes == b"{"  # the smallest example first
-    assert defects[1].signature == "completeness_token|blocks|value|digit"
+    assert defects[1].signature == "completeness|blocks|value|digit"
     assert first.id != defects[1].id and first.id == group(same)[0].id  # ids depend on the signature only
 
 
@@ -154,3 +154,35 @@ def test_cases_reach_the_report_through_the_cli(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     assert code == 1 and "defects: " in out and "eos: withholds EOS" in out
     assert json.loads((tmp_path / "b.json").read_text())["signatures"]
+
+
+def test_defects_are_minimized_to_a_smaller_spec_that_still_shows_them() -> None:
+    from props.checks.minimize import size
+
+    big = {
+        "type": "object",
+        "title": "Order",
+        "properties": {
+            "id": {"type": "integer", "minimum": 1},
+            "name": {"type": "string", "maxLength": 20, "description": "who"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["id"],
+    }
+    case = Case(
+        SpecRef(SpecKind.JSON_SCHEMA, big, "order", "t"), valid=({"id": 3, "name": "x", "tags": ["a"]},)
+    )
+    cls, _ = TOYS["soundness"]  # lets '}' through where the language forbids it
+    report = certify(
+        cls, tokenizers=[tm.byte_vocabulary()], corpus=(), cases=[case], examples=2, minimize_s=20
+    )
+    [entry] = [d for d in report.data["defects"] if d["invariant"] == "soundness"]
+    assert entry["minimized"] is True and entry["original_spec_digest"] == case.spec.digest
+    small = SpecRef(SpecKind(entry["spec"]["kind"]), entry["spec"]["source"])
+    assert size(small) < size(case.spec)
+    # The minimized example is a real finding of the same defect on the small spec.
+    reduced = next(iter(report.reduced.values()))
+    assert reduced.finding.spec.source == entry["spec"]["source"]
+    assert (
+        signature(reduced.finding, refdecoder.compile(reduced.finding.spec.to_spec())) == entry["signature"]
+    )

@@ -8,8 +8,10 @@ knows at the divergence; findings with one signature are one :class:`Defect`.
 
 The signature is ``invariant | direction | context | byte``:
 
-* **invariant** and **direction**: ``soundness`` allows what the language forbids, ``completeness_*``,
-  ``utf8`` and ``liveness`` block what it allows, ``eos`` offers or withholds the end; serving
+* **invariant** and **direction**: ``soundness`` allows what the language forbids (or, for a whole
+  invalid output run to its end, lets it finish: then the context is the JSON Schema keyword the
+  output breaks, by ``jsonschema``'s best match), ``completeness`` (its three levels are one
+  behaviour seen under stricter or looser segmentations), ``utf8`` and ``liveness`` block what it allows, ``eos`` offers or withholds the end; serving
   invariants name the operation that diverged; ``crash``/``limits`` the operation and exception type.
 * **context**: where in the output the decisive byte falls. For JSON (every ``json_schema`` spec) the
   JSON position kind, from :func:`json_positions`: ``value``, ``object key``, ``key escape``,
@@ -31,9 +33,21 @@ whitespace that led to it), since the reference cannot know which byte the engin
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from props.checks.invariants import (
+    UNDECIDED,
+    BackendFault,
+    NotChecked,
+    Target,
+    check_invalid,
+    check_serving,
+    check_walk,
+    prepare,
+)
+from props.contract.backend import Backend
 from props.contract.findings import (
     SERVING_INVARIANTS,
     SEVERITY,
@@ -42,8 +56,11 @@ from props.contract.findings import (
     Invariant,
     Severity,
     SpecKind,
+    SpecRef,
 )
-from refdecoder import Grammar
+from refdecoder import Accepted, Grammar
+from refdecoder import Matcher as RefMatcher
+from tokenizers_matrix import Vocabulary
 
 __all__ = [
     "Defect",
@@ -52,6 +69,8 @@ __all__ = [
     "json_positions",
     "byte_class",
     "SPECIFICITY",
+    "Reduced",
+    "minimize_defect",
 ]
 
 # -- JSON positions ---------------------------------------------------------------------------------
@@ -176,6 +195,9 @@ SPECIFICITY: tuple[str, ...] = (
 
 # -- signatures ---------------------------------------------------------------------------------------
 
+_COMPLETENESS = frozenset(
+    {Invariant.COMPLETENESS_CANONICAL, Invariant.COMPLETENESS_TOKEN, Invariant.COMPLETENESS_BYTE}
+)
 _BLOCKING = frozenset(
     {
         Invariant.COMPLETENESS_CANONICAL,
@@ -215,10 +237,34 @@ def _most_specific(token: bytes) -> int | None:
     return min(range(len(token)), key=lambda i: (rank.get(byte_class(token[i]), len(rank)), i))
 
 
+def violated_keyword(spec: SpecRef, output: bytes) -> str:
+    """The JSON Schema keyword an invalid ``output`` breaks (``jsonschema``'s best match), as
+    ``keyword <name>``; ``syntax`` when it is not JSON; ``language`` for other spec kinds."""
+    if spec.kind is not SpecKind.JSON_SCHEMA:
+        return "language"
+    import jsonschema
+    from referencing.exceptions import Unresolvable
+
+    try:
+        instance = json.loads(output)
+    except (ValueError, UnicodeDecodeError):
+        return "syntax"
+    try:
+        cls = jsonschema.validators.validator_for(spec.source, default=jsonschema.Draft202012Validator)
+        error = jsonschema.exceptions.best_match(
+            cls(spec.source, format_checker=cls.FORMAT_CHECKER).iter_errors(instance)
+        )
+    except (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError):
+        return "keyword ?"
+    return f"keyword {error.validator}" if error is not None else "keyword ?"
+
+
 def signature(f: Finding, grammar: Grammar | None = None) -> str:
     """``f``'s root-cause signature (see the module doc). ``grammar`` is the reference's grammar for
     ``f.spec`` under its profile, used to find where a soundness finding's token dies."""
-    inv = f.invariant
+    inv: str = f.invariant
+    if f.invariant in _COMPLETENESS:  # three strictness levels of one behaviour: blocking a valid token
+        inv = "completeness"
     if inv in SERVING_INVARIANTS:
         ops = (f.certificate or {}).get("operations") or []
         last = ops[-1] if ops else None
@@ -234,6 +280,11 @@ def signature(f: Finding, grammar: Grammar | None = None) -> str:
         return f"{inv}|{direction}|{_context(f, f.prefix_bytes, len(f.prefix_bytes))}|EOS"
     if inv is Invariant.DETERMINISM:
         return f"{inv}|{f.backend_verdict[:40]}|-|-"
+    invalid = (f.certificate or {}).get("invalid_text")
+    if isinstance(invalid, dict) and isinstance(invalid.get("hex"), str):  # a finding read back from JSON
+        invalid = bytes.fromhex(invalid["hex"])
+    if isinstance(invalid, bytes):  # a whole invalid output run to the end: which keyword it breaks
+        return f"{inv}|lets an invalid output finish|{violated_keyword(f.spec, invalid)}|EOS"
     token = f.token_bytes or b""
     here = _context(f, f.prefix_bytes, len(f.prefix_bytes))
     if inv is Invariant.LIVENESS:
@@ -290,8 +341,6 @@ class Defect:
 
 
 def _size(f: Finding) -> int:
-    import json
-
     return len(json.dumps(f.spec.source, sort_keys=True, default=str))
 
 
@@ -329,3 +378,86 @@ def reference_grammars() -> Callable[[Finding], Grammar | None]:
         return cache[key]
 
     return grammar_of
+
+
+# -- minimization -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """A defect shown on a smaller spec: ``finding`` is the finding on ``spec`` whose signature is the
+    defect's (its certificate is the minimized witness), ``calls`` how many candidates were tried."""
+
+    finding: Finding
+    calls: int
+    exhausted: bool
+
+
+def _walk_ids(t: Target, ids: Sequence[int]) -> tuple[list[int], bool]:
+    """The longest prefix of ``ids`` the reference accepts, and whether that is all of them."""
+    r = RefMatcher(t.reference)
+    out: list[int] = []
+    for tok in ids:
+        if not isinstance(r.accept(int(tok)), Accepted):
+            return out, False
+        out.append(int(tok))
+    return out, True
+
+
+def _replay(backend: Backend, vocab: Vocabulary, f: Finding, candidate: SpecRef) -> list[Finding]:
+    """The findings that ``f``'s own walk shows on ``candidate``: the same token ids (its witness for a
+    blocking finding, its prefix for an allowing one), the same invalid output, the same serving walk."""
+    t = prepare(backend, candidate, vocab)
+    if isinstance(t, NotChecked):
+        return list(t.findings)
+    cert = f.certificate or {}
+    invalid = cert.get("invalid_text")
+    if isinstance(invalid, bytes):
+        why = t.validate(invalid)
+        if why is None or why == UNDECIDED:
+            return []
+        return check_invalid(t.backend, t.compiled, t.spec, vocab, invalid, why, True)
+    ids = cert.get("witness_ids") or list(f.prefix_ids)
+    walk, whole = _walk_ids(t, ids)
+    found = check_walk(t, walk, "canonical", end_with_eos=whole)
+    if f.invariant in SERVING_INVARIANTS:
+        found += check_serving(t, walk)
+    return found
+
+
+def minimize_defect(
+    defect: Defect,
+    backend: Backend,
+    vocab: Vocabulary,
+    grammar_of: Callable[[Finding], Grammar | None],
+    *,
+    max_calls: int = 60,
+    seconds: float = 15.0,
+) -> Reduced | None:
+    """``defect`` on the smallest spec :func:`props.checks.minimize.minimize` finds within the budget
+    that still shows a finding with the defect's signature when the example finding's walk is replayed
+    on the backend (None when the example does not reproduce even on its own spec)."""
+    import time
+
+    from props.checks.minimize import minimize
+
+    example = defect.example
+    last: dict[str, Finding] = {}
+
+    def still(candidate: SpecRef) -> bool:
+        try:
+            found = _replay(backend, vocab, example, candidate)
+        except (ValueError, BackendFault):
+            return False
+        for f in found:
+            if signature(f, grammar_of(f)) == defect.signature:
+                last[json.dumps(candidate.source, sort_keys=True, default=str)] = f
+                return True
+        return False
+
+    if not still(example.spec):
+        return None
+    deadline = time.monotonic() + seconds
+    result = minimize(example.spec, still, max_calls=max_calls, deadline=deadline)
+    key = json.dumps(result.spec.source, sort_keys=True, default=str)
+    return Reduced(last[key], result.steps + 1, result.exhausted)
