@@ -697,7 +697,7 @@ def certify(
     )
     report.adapter_options = options
     if minimize_s > 0 and report.defects:
-        report.minimize(instance, minimize_s, deadline)
+        report.minimize(instance, minimize_s)  # its own budget per defect, after the checks' budget
     if baseline is not None:
         report.apply_baseline(baseline)
     close = getattr(instance, "close", None)
