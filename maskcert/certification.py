@@ -501,8 +501,11 @@ class Report:
         """The signatures of this run's defects as a baseline file (``--write-baseline``)."""
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"maskcert_baseline": 1, "backend": self.data["backend"]["name"],
-               "signatures": sorted(d.signature for d in self.defects)}  # fmt: skip
+        doc = {
+            "maskcert_baseline": 1,
+            "backend": self.data["backend"]["name"],
+            "signatures": sorted(d.signature for d in self.defects),
+        }
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return out
 
@@ -522,8 +525,9 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         self.findings = write_reproducers(self.findings, self.vocabularies, out, self.adapter_options)
         self.data["findings"] = [f.to_json() for f in self.findings]
-        minimal = write_reproducers([r.finding for r in self.reduced.values()], self.vocabularies, out,
-                                    self.adapter_options)  # fmt: skip
+        minimal = write_reproducers(
+            [r.finding for r in self.reduced.values()], self.vocabularies, out, self.adapter_options
+        )
         self.reduced = {d: replace(r, finding=f) for (d, r), f in zip(self.reduced.items(), minimal)}
         repro = {f.id: f.repro for f in self.findings}
         self.data["defects"] = defects_json(self.defects, repro, self.reduced)

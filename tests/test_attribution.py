@@ -108,8 +108,22 @@ def test_outside_the_tested_versions_it_is_a_usage_error(registered_toy: str) ->
 def test_the_cli_exits_2_naming_the_version(
     registered_toy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["certify", "--backend", "tests._toys:CallsMissingEngineApi", "--in-process", "--regex", "yes|no",
-                 "--tokenizer", "byte", "--examples", "2", "--out", str(tmp_path)])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--backend",
+            "tests._toys:CallsMissingEngineApi",
+            "--in-process",
+            "--regex",
+            "yes|no",
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "outside the versions" in err and "this_engine_api_does_not_exist" in err

@@ -50,8 +50,18 @@ def test_json_positions() -> None:
     assert pos[data.index(b"n")] == "string escape" and pos[data.index(b"r")] == "literal"
     assert json_positions(b"") == ["value"] and json_positions(b'{"a":1')[-1] == "number"
     assert [byte_class(b) for b in b'"\\9-.aZ \x01\xc3{'] == [
-        "quote", "backslash", "digit", "sign", "dot", "letter", "letter", "space", "control", "non-ascii", "{",
-    ]  # fmt: skip
+        "quote",
+        "backslash",
+        "digit",
+        "sign",
+        "dot",
+        "letter",
+        "letter",
+        "space",
+        "control",
+        "non-ascii",
+        "{",
+    ]
 
 
 def test_one_behaviour_is_one_defect() -> None:
@@ -76,9 +86,20 @@ def test_one_behaviour_is_one_defect() -> None:
 def test_soundness_is_signed_where_the_reference_says_the_token_dies() -> None:
     spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "maxLength": 2}, "short", "t")
     f = Finding(
-        Invariant.SOUNDNESS, "engine", "1", spec, "tok", "tok", prefix_ids=(1,), prefix_bytes=b'"ab',
-        token_id=9, token_bytes=b'c"', backend_verdict="allowed", reference_verdict="masked", reference_allows=False,
-    )  # fmt: skip
+        Invariant.SOUNDNESS,
+        "engine",
+        "1",
+        spec,
+        "tok",
+        "tok",
+        prefix_ids=(1,),
+        prefix_bytes=b'"ab',
+        token_id=9,
+        token_bytes=b'c"',
+        backend_verdict="allowed",
+        reference_verdict="masked",
+        reference_allows=False,
+    )
     grammar = refdecoder.compile(spec.to_spec())
     assert signature(f, grammar) == "soundness|allows|string|letter"  # 'c' is the byte past maxLength
     # Without the reference grammar, the token's most specific byte signs it (a letter before a quote).
@@ -132,11 +153,37 @@ def test_a_baseline_fails_only_new_defects(tmp_path: Path) -> None:
 def test_bad_baselines_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"signatures": 3}')
-    code = main(["certify", "--regex", "a|b", "--tokenizer", "byte", "--examples", "1", "--baseline", str(bad),
-                 "--out", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--regex",
+            "a|b",
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "1",
+            "--baseline",
+            str(bad),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2 and '"signatures": [str, ...]' in capsys.readouterr().err
-    code = main(["certify", "--regex", "a|b", "--tokenizer", "byte", "--examples", "1", "--baseline",
-                 str(tmp_path / "missing.json"), "--out", str(tmp_path / "out")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--regex",
+            "a|b",
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "1",
+            "--baseline",
+            str(tmp_path / "missing.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2 and "missing.json" in capsys.readouterr().err
 
 
@@ -149,8 +196,24 @@ def test_reference_grammars_compile_each_spec_once() -> None:
 
 
 def test_cases_reach_the_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["certify", "--backend", "tests._toys:NoEos", "--in-process", "--regex", "ab?", "--tokenizer",
-                 "byte", "--examples", "2", "--out", str(tmp_path), "--write-baseline", str(tmp_path / "b.json")])  # fmt: skip
+    code = main(
+        [
+            "certify",
+            "--backend",
+            "tests._toys:NoEos",
+            "--in-process",
+            "--regex",
+            "ab?",
+            "--tokenizer",
+            "byte",
+            "--examples",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--write-baseline",
+            str(tmp_path / "b.json"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1 and "defects: " in out and "eos: withholds EOS" in out
     assert json.loads((tmp_path / "b.json").read_text())["signatures"]

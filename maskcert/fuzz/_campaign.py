@@ -118,7 +118,7 @@ class CampaignResult:
                     "findings": [f.id for f in d.findings],
                 }
                 for d in group(self.findings, reference_grammars())
-            ],  # fmt: skip
+            ],
         }
 
 

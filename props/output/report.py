@@ -513,8 +513,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     out.append(_md_table(header, [[_md(c) for c in row] for row in rows_d]) if rows_d else "No defects.")
     baseline = report.get("baseline")
     if baseline:
-        out += ["", f"Baseline `{_md(baseline.get('path', ''))}`: {len(baseline.get('known', []))} known, "
-                f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed."]  # fmt: skip
+        out += [
+            "",
+            f"Baseline `{_md(baseline.get('path', ''))}`: {len(baseline.get('known', []))} known, "
+            f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed.",
+        ]
         out += [f"- fixed: `{_md(sig)}`" for sig in baseline.get("fixed", [])]
     out.append("")
 
@@ -604,18 +607,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if findings:
         out.append(
             _md_table(
-                [
-                    "id",
-                    "invariant",
-                    "severity",
-                    "spec",
-                    "tokenizer",
-                    "step",
-                    "token",
-                    "backend",
-                    "reference",
-                    "repro",
-                ],
+                list(_FINDING_COLUMNS),
                 [
                     [
                         f"[{_md(f.get('id', ''))}](#finding-{_anchor(f.get('id', ''))})",
@@ -730,6 +722,19 @@ def _instance_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
+_FINDING_COLUMNS = (
+    "id",
+    "invariant",
+    "severity",
+    "spec",
+    "tokenizer",
+    "step",
+    "token",
+    "backend",
+    "reference",
+    "repro",
+)
+
 _DEFECTS_NOTE = (
     "Findings grouped by root cause: one signature (invariant, direction, JSON position or spec kind, byte "
     "class at the divergence) is one defect, whatever spec, tokenizer or step showed it. Each row gives the "
@@ -745,10 +750,18 @@ def _defect_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         spec = d.get("spec") or {}
         witness = (d.get("witness") or {}).get("text", "")
         example = d.get("findings", [""])[0] if d.get("findings") else ""
-        rows.append([str(d.get("id", "")), str(d.get("severity", "")), _cut(str(d.get("summary", "")), 160),
-                     _cut(f"{spec.get('kind', '')} {spec.get('name', '')}: {json.dumps(spec.get('source'))}", 160),
-                     _cut(repr(witness), 80), str(len(d.get("findings") or [])), str(d.get("repro", "") or "–"),
-                     str(example)])  # fmt: skip
+        rows.append(
+            [
+                str(d.get("id", "")),
+                str(d.get("severity", "")),
+                _cut(str(d.get("summary", "")), 160),
+                _cut(f"{spec.get('kind', '')} {spec.get('name', '')}: {json.dumps(spec.get('source'))}", 160),
+                _cut(repr(witness), 80),
+                str(len(d.get("findings") or [])),
+                str(d.get("repro", "") or "–"),
+                str(example),
+            ]
+        )
     return header, rows
 
 
@@ -847,8 +860,10 @@ def _html_defects(report: dict[str, Any]) -> list[str]:
     p.append(_html_table(header[:-1], linked, raw=True))
     baseline = report.get("baseline")
     if baseline:
-        p.append(f"<p>Baseline {_h(baseline.get('path', ''))}: {len(baseline.get('known', []))} known, "
-                 f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed.</p>")  # fmt: skip
+        p.append(
+            f"<p>Baseline {_h(baseline.get('path', ''))}: {len(baseline.get('known', []))} known, "
+            f"{len(baseline.get('new', []))} new, {len(baseline.get('fixed', []))} fixed.</p>"
+        )
     return p
 
 
@@ -1006,18 +1021,7 @@ def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
         )
     p.append(
         _html_table(
-            [
-                "id",
-                "invariant",
-                "severity",
-                "spec",
-                "tokenizer",
-                "step",
-                "token",
-                "backend",
-                "reference",
-                "repro",
-            ],
+            list(_FINDING_COLUMNS),
             rows_f,
             raw=True,
         )
