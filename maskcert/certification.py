@@ -345,39 +345,22 @@ def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate
     outside the tested versions, :class:`~props.contract.attribution.AdapterFault` inside them."""
     options = dict(options or {})
     if isinstance(backend, str):
-        from props.backends import adapter_class
+        from props.backends import adapter_class, load_backend
 
         if isolate is None:
             isolate = backend != "reference"
-        cls = adapter_class(backend)  # BackendUnavailable here, with the reason, rather than in the worker
+        adapter_class(backend)  # BackendUnavailable here, with the reason, rather than in the worker
         try:
             if isolate:
                 from props.backends.worker import WorkerBackend
 
                 return WorkerBackend(backend, options=options)
-            return _started(backend, cls, options)
+            return load_backend(backend, **options)
         except AdapterFault as e:
             raise unsupported_engine(e) or e from e
     if isinstance(backend, type):
         return backend(**options)
     return backend
-
-
-def _started(name: str, cls: Any, options: dict[str, Any]) -> Any:
-    """``cls(**options)`` in this process, an exception of the adapter's making as an AdapterFault."""
-    from props.backends import REGISTRY
-    from props.contract.attribution import adapter_fault
-    from props.contract.compat import version_of
-
-    try:
-        return cls(**options)
-    except Exception as e:
-        why = adapter_fault(e, {c.__module__ for c in cls.__mro__} | {"props.backends._common"})
-        if why is None:
-            raise
-        info = REGISTRY.get(name)
-        version = (version_of(info.distribution) or "not installed") if info is not None else "unknown"
-        raise AdapterFault(name, version, "start", why) from e
 
 
 # -- the whole run --------------------------------------------------------------------------------
@@ -467,16 +450,15 @@ class Report:
     reduced: dict[str, Reduced] = field(default_factory=dict)  # defect id -> its minimized example
     grammar_of: Callable[[Finding], Any] | None = None
 
-    def minimize(self, backend: Any, seconds: float, deadline: float | None = None) -> None:
-        """Shrink each defect's spec (:func:`props.checks.defects.minimize_defect`), ``seconds`` each,
-        none past ``deadline``; ``defects`` in report.json then show the minimized spec and witness."""
+    def minimize(self, backend: Any, seconds: float) -> None:
+        """Shrink each defect's spec (:func:`props.checks.defects.minimize_defect`), ``seconds`` each;
+        ``defects`` in report.json then show the minimized spec and witness."""
         grammar_of = self.grammar_of or reference_grammars()
         for d in self.defects:
-            budget = seconds if deadline is None else min(seconds, deadline - time.monotonic())
             vocab = self.vocabularies.get(d.example.tokenizer_fingerprint)
-            if budget <= 0 or vocab is None:
+            if vocab is None:
                 continue
-            reduced = minimize_defect(d, backend, vocab, grammar_of, seconds=budget)
+            reduced = minimize_defect(d, backend, vocab, grammar_of, seconds=seconds)
             if reduced is not None:
                 self.reduced[d.id] = reduced
         self.data["defects"] = defects_json(self.defects, reduced=self.reduced)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.compat import version_of
 from refdecoder.errors import MaskcertError
 
@@ -28,6 +29,7 @@ __all__ = [
     "load_backend",
     "adapter_class",
     "BackendUnavailable",
+    "engine_version",
 ]
 
 
@@ -131,7 +133,7 @@ def adapter_class(name: str) -> Any:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
         info = REGISTRY.get(name)
-        installed = version_of(info.distribution) if info is not None else None
+        installed = engine_version(name)
         if info is not None and installed is not None:  # the engine is there, the adapter cannot load it
             raise BackendUnavailable(
                 f"backend {name!r}: the installed {info.distribution} {installed} lacks what the adapter imports "
@@ -147,6 +149,22 @@ def adapter_class(name: str) -> Any:
     return cls
 
 
+def engine_version(name: str) -> str | None:
+    """The installed version of a registered backend's engine distribution (None: not installed,
+    or not registered)."""
+    info = REGISTRY.get(name)
+    return version_of(info.distribution) if info is not None else None
+
+
 def load_backend(name: str, **options: Any) -> Any:
-    """An adapter by registered name or ``module:Class``."""
-    return adapter_class(name)(**options)
+    """An adapter by registered name or ``module:Class``. An exception of the adapter's own making
+    while it starts (an API the installed engine lacks) is an
+    :class:`~props.contract.attribution.AdapterFault`, not the engine's."""
+    cls = adapter_class(name)
+    try:
+        return cls(**options)
+    except Exception as e:
+        why = adapter_fault(e, adapter_modules(cls))
+        if why is None:
+            raise
+        raise AdapterFault(name, engine_version(name) or "unknown", "start", why) from e

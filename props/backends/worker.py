@@ -51,7 +51,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from props.contract.attribution import AdapterFault, adapter_fault
+from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
 from refdecoder.errors import MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
@@ -220,27 +220,11 @@ class _Child:
     def fault_modules(self, op: str, args: tuple[Any, ...]) -> frozenset[str]:
         """The adapter modules an exception in ``op`` is judged by (:mod:`props.contract.attribution`):
         those of the adapter's classes and, for a matcher call, the matcher's; for ``start``, the
-        adapter module named by the target."""
+        adapter itself judges (:func:`props.backends.start_backend`)."""
         objs: list[Any] = [self.backend]
         if op == "call" and args and args[0] in self.matchers:
             objs.append(self.matchers[args[0]])
-        mods = {c.__module__ for obj in objs if obj is not None for c in type(obj).__mro__}
-        if op == "start" and args:
-            from props.backends import ADAPTERS
-
-            target = str(args[0])
-            mods |= {ADAPTERS.get(target, target).partition(":")[0], "props.backends._common"}
-        return frozenset(mods - {"builtins", __name__})
-
-    def engine_version(self, op: str, args: tuple[Any, ...]) -> str:
-        """The engine's version, also before its adapter started (from the registry's distribution)."""
-        if self.backend is not None:
-            return str(self.backend.version)
-        from props.backends import REGISTRY
-        from props.contract.compat import version_of
-
-        info = REGISTRY.get(str(args[0])) if op == "start" and args else None
-        return (version_of(info.distribution) or "not installed") if info is not None else "unknown"
+        return adapter_modules(*(type(obj) for obj in objs if obj is not None))
 
     def _register(self, matcher: Any) -> tuple[int, tuple[str, ...]]:
         mid = self._new_id()
@@ -258,7 +242,7 @@ def _error_reply(
     if child is not None:
         why = adapter_fault(e, child.fault_modules(op, args))
         if why is not None:  # the adapter's fault, judged here where the frames are
-            return ("adapter", why, child.engine_version(op, args), tb)
+            return ("adapter", why, str(getattr(child.backend, "version", "unknown")), tb)
     if isinstance(e, MemoryError):
         return ("memory", f"{type(e).__name__}: {e}", tb)
     try:

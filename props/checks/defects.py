@@ -138,10 +138,8 @@ def json_positions(data: bytes) -> list[str]:
 def _after_value(c: str, stack: list[str]) -> str:
     if c == ",":
         return "key" if stack and stack[-1] == "{" else "value"
-    if c in "]}":
-        if stack:
-            stack.pop()
-        return "after value"
+    if c in "]}" and stack:
+        stack.pop()
     return "after value"
 
 
@@ -195,17 +193,9 @@ SPECIFICITY: tuple[str, ...] = (
 
 # -- signatures ---------------------------------------------------------------------------------------
 
+_RANK = {cls: i for i, cls in enumerate(SPECIFICITY)}
 _COMPLETENESS = frozenset(
     {Invariant.COMPLETENESS_CANONICAL, Invariant.COMPLETENESS_TOKEN, Invariant.COMPLETENESS_BYTE}
-)
-_BLOCKING = frozenset(
-    {
-        Invariant.COMPLETENESS_CANONICAL,
-        Invariant.COMPLETENESS_TOKEN,
-        Invariant.COMPLETENESS_BYTE,
-        Invariant.UTF8,
-        Invariant.LIVENESS,
-    }
 )
 
 
@@ -233,8 +223,7 @@ def _dying_byte(grammar: Grammar | None, prefix: bytes, token: bytes) -> int | N
 def _most_specific(token: bytes) -> int | None:
     if not token:
         return None
-    rank = {cls: i for i, cls in enumerate(SPECIFICITY)}
-    return min(range(len(token)), key=lambda i: (rank.get(byte_class(token[i]), len(rank)), i))
+    return min(range(len(token)), key=lambda i: (_RANK.get(byte_class(token[i]), len(_RANK)), i))
 
 
 def violated_keyword(spec: SpecRef, output: bytes) -> str:
@@ -344,6 +333,14 @@ def _size(f: Finding) -> int:
     return len(json.dumps(f.spec.source, sort_keys=True, default=str))
 
 
+def _grammar(f: Finding, grammar_of: Callable[[Finding], Grammar | None] | None) -> Grammar | None:
+    """The reference grammar :func:`signature` needs for ``f``: only a soundness finding's (to find
+    where its token dies), so no other finding's spec is compiled again."""
+    if grammar_of is None or f.invariant is not Invariant.SOUNDNESS:
+        return None
+    return grammar_of(f)
+
+
 def group(
     findings: Iterable[Finding], grammar_of: Callable[[Finding], Grammar | None] | None = None
 ) -> list[Defect]:
@@ -352,7 +349,7 @@ def group(
     specific byte)."""
     by: dict[str, list[Finding]] = {}
     for f in findings:
-        sig = signature(f, grammar_of(f) if grammar_of is not None else None)
+        sig = signature(f, _grammar(f, grammar_of))
         by.setdefault(sig, []).append(f)
     defects = [
         Defect(sig, tuple(sorted(fs, key=lambda f: (len(f.prefix_ids), _size(f), f.id))))
@@ -450,7 +447,7 @@ def minimize_defect(
         except (ValueError, BackendFault):
             return False
         for f in found:
-            if signature(f, grammar_of(f)) == defect.signature:
+            if signature(f, _grammar(f, grammar_of)) == defect.signature:
                 last[json.dumps(candidate.source, sort_keys=True, default=str)] = f
                 return True
         return False

@@ -44,7 +44,7 @@ import numpy as np
 import refdecoder
 from props.checks.witness import canonical_ids, shortest_completion, splits_character
 from props.contract import operations as op
-from props.contract.attribution import ADAPTER_MODULES_PREFIX, AdapterFault, adapter_fault
+from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import Backend, Compiled, DeclaredProfile, Refused
 from props.contract.findings import Finding, Invariant, SpecRef
 from props.contract.operations import Op
@@ -251,11 +251,7 @@ def _adapter_modules(obj: Any) -> frozenset[str]:
     for proxies that attribute faults themselves (the worker's, whose child judged them)."""
     if obj is None or getattr(obj, "faults_attributed", False):
         return frozenset()
-    cls = type(obj)
-    return frozenset(
-        {cls.__module__}
-        | {c.__module__ for c in cls.__mro__ if c.__module__.startswith(ADAPTER_MODULES_PREFIX)}
-    )
+    return adapter_modules(type(obj))
 
 
 def _attributed(operation: str, fn: Callable[..., Any], e: Exception) -> Exception:

@@ -37,7 +37,7 @@ from typing import Any
 
 from refdecoder.errors import MaskcertError
 
-__all__ = ["AdapterFault", "adapter_fault", "raised_in", "ADAPTER_MODULES_PREFIX"]
+__all__ = ["AdapterFault", "adapter_fault", "adapter_modules", "raised_in", "ADAPTER_MODULES_PREFIX"]
 
 #: Every registered adapter lives under this package (a ``module:Class`` adapter is named by its module).
 ADAPTER_MODULES_PREFIX = "props.backends."
@@ -92,11 +92,21 @@ def _owner(obj: Any) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def adapter_fault(e: BaseException, adapter_modules: Collection[str]) -> str | None:
+_NOT_ADAPTER = frozenset({"builtins", "typing", "abc"})
+
+
+def adapter_modules(*classes: type) -> frozenset[str]:
+    """The modules of an adapter's code: those of ``classes`` and their bases (not the standard
+    library's ``object``/``Generic``/``Protocol``), plus the adapters' shared helpers."""
+    mods = {c.__module__ for cls in classes for c in cls.__mro__}
+    return frozenset((mods - _NOT_ADAPTER) | {ADAPTER_MODULES_PREFIX + "_common"})
+
+
+def adapter_fault(e: BaseException, modules: Collection[str]) -> str | None:
     """What the adapter got wrong when ``e`` is its fault by the rule in the module doc, None when
-    ``e`` is the engine's. ``adapter_modules`` are the adapter's module names."""
+    ``e`` is the engine's. ``modules`` are the adapter's (:func:`adapter_modules`)."""
     where = raised_in(e)
-    if where not in adapter_modules:
+    if where not in modules:
         return None
     if isinstance(e, AttributeError):
         obj = getattr(e, "obj", None)
