@@ -811,5 +811,5 @@ def _assemble(
     report.grammar_of = reference_grammars()
     report.defects = group(findings, report.grammar_of)
     report.data["defects"] = defects_json(report.defects)
-    report.data["defect_counts"] = dict(Counter(str(d.severity) for d in report.defects))
+    report.data["counts"]["defects"] = dict(Counter(str(d.severity) for d in report.defects))
     return report

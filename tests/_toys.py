@@ -19,6 +19,7 @@ from refdecoder._tokens import pack_ids, unpack_mask
 __all__ = [
     "CallsMissingEngineApi",
     "ExtraClosingBrace",
+    "NoBackslash",
     "NoEos",
     "NoCharacterSplits",
     "SharedFork",
@@ -105,6 +106,17 @@ class ExtraClosingBrace(_Toy):
     """Always allows ``}`` (soundness)."""
 
     matcher_class = _ExtraBrace
+
+
+class _NoBackslash(_Wrapped):
+    def mask(self) -> np.ndarray:
+        return self._pack(i for i in self._ids() if i != ord("\\"))
+
+
+class NoBackslash(_Toy):
+    """Masks ``\\`` (the byte vocabulary's id 92) everywhere: escapes become impossible (completeness)."""
+
+    matcher_class = _NoBackslash
 
 
 class _NoEos(_Wrapped):

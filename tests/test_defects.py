@@ -4,6 +4,8 @@ baseline of known signatures lets CI fail on new defects only."""
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -119,9 +121,7 @@ def test_certify_reports_defects_first_and_counts_them(tmp_path: Path) -> None:
         assert set(d["findings"]) <= set(repro)
         assert d["repro"] == repro[d["findings"][0]]  # the example's (toy backends get none written)
     assert sum(len(d["findings"]) for d in data["defects"]) == len(data["findings"])
-    assert data["defect_counts"] == {
-        s: sum(1 for d in data["defects"] if d["severity"] == s) for s in data["defect_counts"]
-    }
+    assert data["counts"]["defects"] == dict(Counter(d["severity"] for d in data["defects"]))
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert md.index("## Defects") < md.index("## Findings")
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
@@ -249,3 +249,44 @@ def test_defects_are_minimized_to_a_smaller_spec_that_still_shows_them() -> None
     assert (
         signature(reduced.finding, refdecoder.compile(reduced.finding.spec.to_spec())) == entry["signature"]
     )
+
+
+def test_the_witness_is_shortened_to_the_fewest_bytes_that_show_the_defect() -> None:
+    """A blocked escape found after a spaced-out walk comes back on the shortest walk that still shows
+    it, with the same signature: no whitespace, no unrelated items, the blocking still in a string."""
+    from props.checks.defects import shorten_witness, walk_text
+    from props.checks.invariants import Target, check_walk, prepare
+
+    from ._toys import NoBackslash
+
+    spec = SpecRef(
+        SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": ["integer", "string"]}}, "a", "t"
+    )
+    vocab = tm.byte_vocabulary()
+    backend = NoBackslash()
+    t = prepare(backend, spec, vocab)
+    assert isinstance(t, Target)
+    text = b'[ 12 ,\n  "ab\\u0041" ]'
+    [f] = [x for x in check_walk(t, list(text), "canonical") if x.token_bytes == b"\\"]
+    grammar_of = reference_grammars()
+    sig = signature(f, grammar_of(f))
+    assert f.prefix_bytes == b'[ 12 ,\n  "' and "string" in sig  # the first step whose mask differs
+
+    short = shorten_witness(f, sig, backend, vocab, grammar_of, deadline=time.monotonic() + 60)
+    g = short.finding
+    assert signature(g, grammar_of(g)) == sig and short.calls > 0 and not short.exhausted
+    assert walk_text(g) == ("walk", b'["\\'), walk_text(g)  # 1-minimal: one byte less is not viable
+    witness = (g.certificate or {})["witness"]
+    assert witness.startswith(b'["\\') and len(witness) < len(text)
+    assert isinstance(json.loads(witness), list)  # a complete document of the language
+
+
+def test_a_walk_of_an_invalid_output_or_a_crash_is_not_shortened() -> None:
+    from props.checks.defects import walk_text
+
+    crash = _blocked(OBJ, b"{", b'"').with_(invariant=Invariant.CRASH)
+    assert walk_text(crash) is None
+    invalid = _blocked(OBJ, b'{"k":1}', b"").with_(
+        invariant=Invariant.SOUNDNESS, certificate={"invalid_text": b'{"k":1}'}
+    )
+    assert walk_text(invalid) == ("invalid", b'{"k":1}')

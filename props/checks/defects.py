@@ -47,6 +47,7 @@ from props.checks.invariants import (
     check_walk,
     prepare,
 )
+from props.checks.witness import canonical_ids
 from props.contract.backend import Backend
 from props.contract.findings import (
     SERVING_INVARIANTS,
@@ -457,4 +458,144 @@ def minimize_defect(
     deadline = time.monotonic() + seconds
     result = minimize(example.spec, still, max_calls=max_calls, deadline=deadline)
     key = json.dumps(result.spec.source, sort_keys=True, default=str)
-    return Reduced(last[key], result.steps + 1, result.exhausted)
+    found = last[key]
+    shorter = shorten_witness(found, defect.signature, backend, vocab, grammar_of, deadline=deadline)
+    return Reduced(shorter.finding, result.steps + 1 + shorter.calls, result.exhausted or shorter.exhausted)
+
+
+# -- witness shortening -------------------------------------------------------------------------------
+
+
+def walk_text(f: Finding) -> tuple[str, bytes] | None:
+    """What :func:`shorten_witness` shortens: ``("invalid", text)`` for a whole invalid output the
+    backend let finish, ``("walk", text)`` for a token finding — the walk up to the divergence (the
+    prefix, and the masked token too when the reference allows it, so the text is a viable prefix);
+    None for findings whose walk is not a text (serving operations, crashes, refusals of the spec)."""
+    cert = f.certificate or {}
+    invalid = cert.get("invalid_text")
+    if isinstance(invalid, bytes):
+        return "invalid", invalid
+    if f.invariant in SERVING_INVARIANTS or f.invariant in (Invariant.CRASH, Invariant.LIMITS):
+        return None
+    if f.invariant in (Invariant.REFUSAL, Invariant.DETERMINISM):
+        return None
+    tail = (f.token_bytes or b"") if f.reference_allows else b""
+    return "walk", f.prefix_bytes + tail
+
+
+def _without_json_whitespace(data: bytes) -> bytes:
+    """``data`` without the insignificant whitespace of JSON (RFC 8259 §2: space, tab, LF, CR between
+    tokens), string contents untouched; correct on a prefix too (an open string stays as it is)."""
+    out = bytearray()
+    in_string = escaped = False
+    for b in data:
+        if in_string:
+            out.append(b)
+            if escaped:
+                escaped = False
+            elif b == 0x5C:
+                escaped = True
+            elif b == 0x22:
+                in_string = False
+        elif b in b" \t\n\r":
+            continue
+        else:
+            out.append(b)
+            in_string = b == 0x22
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class Shortened:
+    """The finding on the shortest walk text found (the input finding when none shorter reproduced),
+    how many candidates were replayed, and whether the budget ran out first."""
+
+    finding: Finding
+    calls: int
+    exhausted: bool
+
+
+def shorten_witness(
+    f: Finding,
+    sig: str,
+    backend: Backend,
+    vocab: Vocabulary,
+    grammar_of: Callable[[Finding], Grammar | None],
+    *,
+    deadline: float,
+    max_calls: int = 200,
+) -> Shortened:
+    """``f`` (already on its minimized spec) re-found on the shortest walk text that still shows a
+    finding with signature ``sig``: first the text without JSON's insignificant whitespace, then ddmin
+    (:func:`props.checks.minimize.ddmin`) over its bytes. Each candidate is encoded canonically (else in
+    fewest tokens); a walk candidate must be a viable prefix for the reference, token by token, and is
+    replayed with :func:`check_walk` (its findings then carry the reference's shortest completion as
+    their witness); an invalid-output candidate must stay invalid for the independent validator and
+    is replayed with :func:`check_invalid`. Of the findings with signature ``sig`` on the shortest
+    candidate, the one with the shortest witness is kept. Bounded by ``deadline`` (``time.monotonic``)
+    and ``max_calls`` replays; the engine runs in whatever process ``backend`` lives in (its worker)."""
+    import time
+
+    from props.checks.minimize import ddmin
+
+    what = walk_text(f)
+    if what is None:
+        return Shortened(f, 0, False)
+    kind, text = what
+    t = prepare(backend, f.spec, vocab)
+    if isinstance(t, NotChecked):
+        return Shortened(f, 0, False)
+    calls = [0]
+    exhausted = [False]
+    memo: dict[bytes, Finding | None] = {text: f}
+
+    def replay(candidate: bytes) -> Finding | None:
+        if candidate in memo:
+            return memo[candidate]
+        if calls[0] >= max_calls or time.monotonic() > deadline:
+            exhausted[0] = True
+            return None
+        calls[0] += 1
+        memo[candidate] = found = _replay_text(t, kind, candidate, sig, grammar_of)
+        return found
+
+    best = text
+    if f.spec.kind == SpecKind.JSON_SCHEMA:
+        compact = _without_json_whitespace(text)
+        if compact != text and replay(compact) is not None:
+            best = compact
+    best = bytes(ddmin(list(best), lambda c: replay(bytes(c)) is not None, 0))
+    result = memo.get(best) or f
+    return Shortened(result, calls[0], exhausted[0])
+
+
+def _replay_text(
+    t: Target, kind: str, text: bytes, sig: str, grammar_of: Callable[[Finding], Grammar | None]
+) -> Finding | None:
+    """The finding with signature ``sig`` (shortest witness first) that walking ``text`` shows on
+    ``t``, or None (see :func:`shorten_witness`)."""
+    ids = canonical_ids(t.vocab, text) or t.vocab.index.fewest_tokens(text)
+    if ids is None:
+        return None
+    t.fresh()
+    try:
+        if kind == "invalid":
+            why = t.validate(text)
+            if why is None or why == UNDECIDED:
+                return None
+            found = check_invalid(t.backend, t.compiled, t.spec, t.vocab, text, why, True)
+        else:
+            walk, whole = _walk_ids(t, ids)
+            if not whole:
+                return None
+            found = check_walk(t, walk, "canonical")
+    except (ValueError, BackendFault):
+        return None
+    same = [x for x in found if signature(x, _grammar(x, grammar_of)) == sig]
+    return min(same, key=_witness_size) if same else None
+
+
+def _witness_size(f: Finding) -> tuple[int, int]:
+    cert = f.certificate or {}
+    w = cert.get("witness") or cert.get("completion") or b""
+    return (len(w) if isinstance(w, bytes) else 0, len(f.prefix_bytes))

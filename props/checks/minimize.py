@@ -6,7 +6,7 @@ A. Zeller and R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input"
 Software Engineering 28(2):183-200, 2002, applied not to the spec's text but to the lists its
 *structure* is made of: the keywords of a schema object, the entries of ``properties`` / ``$defs``, the
 branches of ``anyOf``, the alternatives of a regex or of a GBNF rule, the items of a sequence, the
-characters of a literal, the options of a choice. Each list is reduced by :func:`_ddmin` (the
+characters of a literal, the options of a choice. Each list is reduced by :func:`ddmin` (the
 complements of ever finer chunks: the largest cuts first); rewrites that are not removals (hoist a
 subschema, inline a ``$ref`` or a rule, flatten a one-branch ``anyOf``, shrink a number) run between
 them, and the passes repeat, greedily, until a whole round changes nothing.
@@ -50,7 +50,7 @@ from jsonschema.exceptions import SchemaError
 import refdecoder
 from props.contract.findings import SpecKind, SpecRef
 
-__all__ = ["Minimized", "minimize", "size"]
+__all__ = ["Minimized", "ddmin", "minimize", "size"]
 
 T = TypeVar("T")
 Path = tuple[Any, ...]  # dict keys and list indices from the root of a tree
@@ -180,7 +180,7 @@ def _split(c: list[T], n: int) -> list[list[T]]:
     return out
 
 
-def _ddmin(items: Sequence[T], test: Callable[[list[T]], bool], min_len: int = 0) -> list[T]:
+def ddmin(items: Sequence[T], test: Callable[[list[T]], bool], min_len: int = 0) -> list[T]:
     """Zeller & Hildebrandt's ddmin: a 1-minimal sub-list ``c`` of ``items`` (order kept) with ``test(c)``,
     where ``test(items)`` is assumed. ``c`` is cut into ``n`` chunks Δ_1..Δ_n; each complement
     ∇_i = c − Δ_i is tried in turn, and on success ``c`` becomes ∇_i and ``n`` becomes max(n − 1, 2); when
@@ -249,7 +249,7 @@ def _ddmin_at(search: _Search, path: Path, min_len: int, guard: Callable[[Any], 
             return False
         return search.attempt(_assign(base, path, reduced))
 
-    _ddmin(items, test, min_len)
+    ddmin(items, test, min_len)
 
 
 def _shrink_int(search: _Search, path: Path) -> None:
@@ -745,7 +745,7 @@ def _rx_sequence(search: _Search, path: Path) -> None:
     def test(keep: list[list[Any]]) -> bool:
         return search.attempt(_assign(base, path, [node for unit in keep for node in unit]))
 
-    _ddmin(units, test, 0)
+    ddmin(units, test, 0)
     i = 0
     while i < len(units := _rx_units(_lookup(search.tree, path))):
         if len(units[i]) > 1:
@@ -1024,7 +1024,7 @@ def _g_drop_rules(search: _Search) -> None:
     def test(keep: list[str]) -> bool:
         return search.attempt(_g_keep(base, {root, *keep}))
 
-    _ddmin(names, test, 0)
+    ddmin(names, test, 0)
 
 
 def _g_inline_one(rules: Any, path: Path, root: str) -> Any:

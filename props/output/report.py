@@ -35,6 +35,8 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
 ``counts`` (object)
     ``{invariant: {tokenizer_name: {"checks": int, "findings": int}}}``, invariants from
     ``props.contract.findings.INVARIANTS``; an absent cell (or ``checks`` 0) means "not run".
+    The key ``defects`` (optional in older reports) is not an invariant: ``{severity: int}``, the
+    number of defects (below) per severity.
 ``findings`` (array)
     ``Finding.to_json()`` objects (see ``props/contract/findings.py``): ``id``, ``invariant``, ``severity``,
     ``backend``, ``backend_version``, ``spec`` {kind, source, name, corpus, profile, digest},
@@ -65,7 +67,7 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
     Findings grouped by root cause (:mod:`props.checks.defects`): ``{"id", "signature", "invariant",
     "severity", "summary", "findings": [finding ids], "spec": {"kind", "source", "name"} (the smallest
     example's spec), "minimized": bool, "original_spec_digest", "witness": {"hex", "text"} | null,
-    "repro"}``; ``defect_counts``: ``{severity: int}``; ``baseline`` (with ``--baseline``):
+    "repro"}`` (their number per severity is ``counts.defects``); ``baseline`` (with ``--baseline``):
     ``{"path", "known": [defect ids], "new": [defect ids], "fixed": [signatures]}``.
 ``internal_errors`` (array of str, optional in older reports)
     maskcert's own failures, one per (spec, tokenizer): a bug or a broken dependency, never a finding.
@@ -118,7 +120,7 @@ REPORT_FIELDS: dict[str, str] = {
     "elapsed_s": "number: wall time of the run",
     "complete": "bool: false when the budget cut the run short",
     "specs": "object: total, checked, refused_by_backend, refused_by_reference, refused_by_both",
-    "counts": "object: invariant -> tokenizer -> {checks, findings}",
+    "counts": "object: invariant -> tokenizer -> {checks, findings}; defects -> severity -> int",
     "findings": "array: Finding.to_json() objects",
     "refusals": "array: spec, tokenizer, side, reason",
     "timings": "object: tokenizer -> backend_mask_ms / reference_mask_ms / backend_compile_ms histograms",
@@ -128,7 +130,6 @@ REPORT_FIELDS: dict[str, str] = {
 OPTIONAL_FIELDS: dict[str, str] = {
     "defects": "array: findings grouped by root cause (id, signature, invariant, severity, summary, findings, "
     "spec, minimized, original_spec_digest, witness, repro)",
-    "defect_counts": "object: severity -> number of defects",
     "baseline": "object: path, known / new (defect ids), fixed (signatures) when run with --baseline",
     "instances": "object: instances walked by source, total and per spec",
     "internal_errors": "array of str: maskcert's own failures (exit code 3)",
@@ -242,9 +243,10 @@ def _check(report: Any, where: str) -> None:
             isinstance(report["counts"], dict)
             and all(
                 isinstance(row, dict) and all(isinstance(c, dict) for c in row.values())
-                for row in report["counts"].values()
-            ),
-            "invariant -> tokenizer -> {checks, findings}",
+                for row in invariant_counts(report).values()
+            )
+            and all(_is_int(n) for n in defect_counts(report).values()),
+            "invariant -> tokenizer -> {checks, findings}, and defects -> severity -> int",
         ),
         ("findings", isinstance(report["findings"], list), "an array"),
         (
@@ -353,14 +355,27 @@ def _exit_meaning(code: int) -> str:
     return "unknown exit code"
 
 
+def invariant_counts(report: dict[str, Any]) -> dict[str, Any]:
+    """``counts`` without its ``defects`` entry: invariant -> tokenizer -> {checks, findings}."""
+    counts = report.get("counts")
+    return {k: v for k, v in counts.items() if k != "defects"} if isinstance(counts, dict) else {}
+
+
+def defect_counts(report: dict[str, Any]) -> dict[str, Any]:
+    """``counts.defects``: severity -> number of defects ({} in reports older than defects)."""
+    counts = report.get("counts")
+    d = counts.get("defects") if isinstance(counts, dict) else None
+    return d if isinstance(d, dict) else {}
+
+
 def _invariants(report: dict[str, Any]) -> list[str]:
-    extra = sorted(k for k in report.get("counts", {}) if k not in INVARIANTS)
+    extra = sorted(k for k in invariant_counts(report) if k not in INVARIANTS)
     return list(INVARIANTS) + extra
 
 
 def _tokenizer_names(report: dict[str, Any]) -> list[str]:
     names = [str(t.get("name", "")) for t in report.get("tokenizers", []) if isinstance(t, dict)]
-    for row in report.get("counts", {}).values():
+    for row in invariant_counts(report).values():
         for name in row:
             if name not in names:
                 names.append(name)
@@ -369,7 +384,7 @@ def _tokenizer_names(report: dict[str, Any]) -> list[str]:
 
 def _cell(report: dict[str, Any], invariant: str, tokenizer: str) -> tuple[str, str]:
     """(kind, text): kind ``pass`` / ``fail`` / ``none``."""
-    c = report.get("counts", {}).get(invariant, {}).get(tokenizer)
+    c = invariant_counts(report).get(invariant, {}).get(tokenizer)
     if not isinstance(c, dict) or not c.get("checks"):
         if isinstance(c, dict) and c.get("findings"):
             return "fail", f"✗ {c['findings']} findings"
