@@ -6,6 +6,8 @@ handle. Nothing here reads files or prints (docs/style.md §5).
 """
 
 from ._compile import compile, compile_choice, compile_gbnf, compile_json_schema, compile_regex
+from ._input import read_spec_json, read_spec_text
+from ._limits import parse_limit
 from ._matcher import Accepted, Matcher, Outcome, Rejected
 from ._tokens import TERMINATED, TokenGrammar, VocabularyLike, token_trie
 from .errors import (
@@ -13,6 +15,7 @@ from .errors import (
     MaskcertError,
     NoValidToken,
     SpecError,
+    SpecFileError,
     StateError,
     Unsupported,
     VocabularyError,
@@ -33,6 +36,9 @@ __all__ = [
     "compile_gbnf",
     "compile_json_schema",
     "compile_regex",
+    "parse_limit",
+    "read_spec_json",
+    "read_spec_text",
     "Choice",
     "Gbnf",
     "Grammar",
@@ -46,6 +52,7 @@ __all__ = [
     "MaskcertError",
     "NoValidToken",
     "SpecError",
+    "SpecFileError",
     "StateError",
     "Unsupported",
     "VocabularyError",

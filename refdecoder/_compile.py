@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from .errors import SpecError
+from ._limits import budget_scope
+from .errors import LimitExceeded, SpecError
 from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec
 
 __all__ = ["compile", "compile_json_schema", "compile_regex", "compile_gbnf", "compile_choice"]
 
 
 def compile(spec: Spec, limits: Limits | None = None) -> Grammar:  # noqa: A001 - the documented name
+    """Compile ``spec`` within ``limits`` (its structural limits and one compile budget of time and
+    fuel, refdecoder/_limits.py); every refusal is typed (``Unsupported``, ``LimitExceeded``,
+    ``SpecError``)."""
     limits = limits or Limits()
+    try:
+        with budget_scope(limits):
+            return _compile(spec, limits)
+    except RecursionError:  # a backstop: the structural limits should refuse such a spec first
+        raise LimitExceeded(
+            "python_recursion",
+            f"a nest of subschemas, $refs or groups deeper than Python's recursion limit "
+            f"({sys.getrecursionlimit()}) allows",
+        ) from None
+
+
+def _compile(spec: Spec, limits: Limits) -> Grammar:
     if isinstance(spec, JsonSchema):
         from ._jsonschema_emit import compile_json_schema_network
 

@@ -58,6 +58,7 @@ from refdecoder._cpset import (
     normalize,
 )
 from refdecoder._lexeme import ByteDFA, live_states, utf8_sequences
+from refdecoder._limits import check_bound, spend
 from refdecoder.errors import LimitExceeded
 
 __all__ = ["CodepointDFA", "MAX_STATES", "MAX_BYTE_STATES", "MAX_NFA_STATES", "ALPHABET", "MAX_CODEPOINT"]
@@ -103,6 +104,7 @@ class _NFA:
     def state(self) -> int:
         if len(self.edges) >= self.max_states:
             raise LimitExceeded("nfa_states", len(self.edges) + 1, self.max_states)
+        spend(1)
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -190,6 +192,7 @@ def _determinize_impl(
         evs: list[Edge] = []
         for q in subset:
             evs.extend(edges[q])
+        spend(1 + len(subset) + len(evs), where)
         row: list[Edge] = []
         if evs:
             for lo, hi, targets in _partition(evs):
@@ -295,6 +298,7 @@ def _hopcroft(n: int, rows: Sequence[Sequence[Edge]], finals: set[int]) -> list[
                     pre[s] = [(lo, hi)]
                 else:
                     got.append((lo, hi))
+        spend(1 + len(pre))
         by_block: dict[int, dict[tuple[tuple[int, int], ...], list[int]]] = {}
         for s, ivs in pre.items():
             sig = _merge_adjacent(ivs) if len(ivs) > 1 else (ivs[0],)
@@ -347,6 +351,7 @@ def _canonical_tables_impl(
         return ((),), frozenset()
     ids = {s: i for i, s in enumerate(s for s in order if s in live)}
     m = len(ids)
+    spend(m + len(order))
     crow: list[list[Edge]] = [[] for _ in range(m)]
     cfin: set[int] = set()
     for s, i in ids.items():
@@ -448,6 +453,9 @@ class CodepointDFA:
     @classmethod
     def literal(cls, s: str) -> CodepointDFA:
         """The language ``{s}``; ``s`` must consist of scalar values."""
+        if len(s) + 1 > MAX_STATES:  # one state per code point: refused before building them
+            raise LimitExceeded("dfa_states", len(s) + 1, MAX_STATES, "a string literal")
+        spend(len(s))
         cps = [ord(ch) for ch in s]
         if any(SURROGATE_LO <= c <= SURROGATE_HI for c in cps):
             return cls.empty()
@@ -471,10 +479,13 @@ class CodepointDFA:
                 nxt = rows[cur].get(c)
                 if nxt is None:
                     nxt = rows[cur][c] = len(rows)
+                    if nxt >= MAX_NFA_STATES:
+                        raise LimitExceeded("nfa_states", nxt + 1, MAX_NFA_STATES, "a trie of strings")
                     rows.append({})
                 cur = nxt
             if ok:
                 finals.add(cur)
+        spend(len(rows))
         return _canonical([[(c, c, t) for c, t in sorted(r.items())] for r in rows], 0, finals)
 
     @classmethod
@@ -503,6 +514,11 @@ class CodepointDFA:
         """All strings of scalar values whose length (in code points) is in [min_len, max_len]."""
         if min_len < 0 or (max_len is not None and max_len < min_len):
             return CodepointDFA.empty()
+        top = min_len if max_len is None else max_len  # the states needed, checked before building them
+        if top + 1 > max_states:
+            raise LimitExceeded("dfa_states", top + 1, max_states)
+        check_bound("length", top)
+        spend(top)
         if max_len is None:
             rows = [[(lo, hi, min(i + 1, min_len)) for lo, hi in ALPHABET] for i in range(min_len + 1)]
             return _canonical(rows, 0, [min_len])
@@ -544,6 +560,7 @@ class CodepointDFA:
                     queue.append((ta, tb))
                 row.append((lo, hi, j))
             rows.append(row)
+            spend(1 + len(row))
             i += 1
         return _canonical(rows, 0, finals)
 
@@ -610,7 +627,11 @@ class CodepointDFA:
             return CodepointDFA.epsilon()
         if self.is_empty():
             return self
+        top = min_count if max_count is None else max_count
+        check_bound("repetition", top)
         nfa = _NFA()
+        if (top + 1) * (self.num_states + 1) > nfa.max_states:  # before building any of it
+            raise LimitExceeded("nfa_states", (top + 1) * (self.num_states + 1), nfa.max_states)
         start = cur = nfa.state()
         for _ in range(min_count):
             s, fs = nfa.embed(self)
@@ -1016,6 +1037,7 @@ def _expand_to_bytes(
                 else:
                     row.append((lo, hi, t))
         rows.append(row)
+        spend(1 + len(row))
         k += 1
     if quoted:
         table, tfin = _canonical_tables(rows, start, [accept])

@@ -191,6 +191,10 @@ class _Reader:
             end += 1
         if end == pos:
             raise self.error("expecting an integer", pos, "a decimal count")
+        if end - pos > 18:  # before int(): no 4300-digit parse
+            raise LimitExceeded(
+                "repetition_count", self.text[pos : pos + 20] + "...", _MAX_REPEAT_COUNT, self.at(pos)
+            )
         value = int(self.text[pos:end])
         if value > _MAX_REPEAT_COUNT:
             raise LimitExceeded("repetition_count", value, _MAX_REPEAT_COUNT, self.at(pos))

@@ -38,6 +38,7 @@ from typing import Any, Union
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ._fsa import CodepointDFA
+from ._limits import check_bound, spend
 from ._numbers import NumberPredicate
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import Deadline, JsonProfile, JsonSchema, Limits
@@ -204,6 +205,11 @@ def not_expr(e: Expr) -> Expr:
     return ("not", e)
 
 
+# Fuel for normalizing one subschema (its shapes, number predicates, Boolean algebra): about the
+# cost of a hundred automaton states (refdecoder/_limits.py).
+_SHAPE_FUEL = 100
+
+
 # ---------------------------------------------------------------------------------------------
 # The compiler context: documents, $ref resolution, shape normalization (memoized)
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +326,15 @@ class Compiler:
                 "the schema refers to itself without going through an "
                 "object or array, so it does not describe any value",
             )
+        spend(_SHAPE_FUEL, _where(expr))
         self.deadline.check(_where(expr))
+        if len(self._in_progress) >= self.limits.nesting_depth:  # a $ref chain or a deep nest of subschemas
+            raise LimitExceeded(
+                "nesting_depth",
+                f"{len(self._in_progress) + 1} nested subschemas or $refs",
+                self.limits.nesting_depth,
+                _where(expr),
+            )
         self._in_progress.add(expr)
         try:
             result = self._shape_uncached(expr)
@@ -675,6 +689,13 @@ def _nonneg_int(v: Any, kw: str, where: str) -> int:
     return v
 
 
+def _bounded(v: Any, kw: str, ctx: Ctx) -> int:
+    """A count the matcher counts up to: refused past ``Limits.repeat_bound`` before any work."""
+    n = _nonneg_int(v, kw, ctx.at(kw))
+    check_bound(kw, n, ctx.at(kw))
+    return n
+
+
 # ---------------------------------------------------------------------------------------------
 # Keywords: one function each (docs/style.md §3). ``ctx`` knows where we are; each returns the Shape the
 # keyword alone allows (None: no constraint of its own, e.g. read by a sibling keyword).
@@ -830,7 +851,7 @@ def items(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def minItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
-    return only(arrays=(ArrayShape(min_items=_nonneg_int(value, "minItems", ctx.at("minItems"))),))
+    return only(arrays=(ArrayShape(min_items=_bounded(value, "minItems", ctx)),))
 
 
 def maxItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
@@ -838,9 +859,9 @@ def maxItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def contains(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
-    lo = _nonneg_int(schema.get("minContains", 1), "minContains", ctx.at("minContains"))
+    lo = _bounded(schema.get("minContains", 1), "minContains", ctx)
     hi = schema.get("maxContains")
-    hi = None if hi is None else _nonneg_int(hi, "maxContains", ctx.at("maxContains"))
+    hi = None if hi is None else _bounded(hi, "maxContains", ctx)
     return only(arrays=(ArrayShape(contains=ctx.sub("contains"), min_contains=lo, max_contains=hi),))
 
 
@@ -901,9 +922,7 @@ def required(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def minProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
-    return only(
-        objects=(ObjectShape(min_props=_nonneg_int(value, "minProperties", ctx.at("minProperties"))),)
-    )
+    return only(objects=(ObjectShape(min_props=_bounded(value, "minProperties", ctx)),))
 
 
 def maxProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:

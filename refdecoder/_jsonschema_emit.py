@@ -20,6 +20,7 @@ from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._jsonschema import FALSE, TRUE, ArrayShape, Compiler, Expr, ObjectShape, _where, and_exprs, not_expr
 from ._lexeme import ByteDFA
+from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import JsonSchema, Limits
@@ -290,10 +291,14 @@ class ArrayNode:
             return False
         # Positions from ``i`` on; beyond ``tail`` all positions behave alike, so lengths up to
         # tail + min_contains + 1 decide every case when max_items is unbounded.
+        # The same bound holds under a finite max_items, which may be far larger (maxItems 10**9).
         tail = max(len(self.plain), self.contains_from, self.min_items) + 1
-        hi = self.max_items if self.max_items is not None else max(tail, i) + self.min_contains + 1
+        hi = max(tail, i) + self.min_contains + 1
+        if self.max_items is not None:
+            hi = min(hi, self.max_items)
         lo_m, hi_m = 0, 0
         for length in range(i, hi + 1):
+            spend(1)
             if length > i:
                 br = self._branches(length - 1)
                 if not br:
@@ -374,6 +379,7 @@ class Emitter:
             return self._values[expr]
         node = self.b.reserve()
         self._values[expr] = node
+        spend(10)
         self.c.deadline.check()
         shape = self.c.shape(expr)
         opts: list[int] = []
@@ -403,6 +409,12 @@ class Emitter:
 
     # -- arrays ---------------------------------------------------------------------------------
     def array(self, a: ArrayShape) -> int:
+        # Counted in the matcher (never unrolled), but deciding completability walks lengths up to
+        # minItems + minContains: refused here before that walk (also for bounds made by negation).
+        for name, bound in (("minItems", a.min_items), ("minContains", a.min_contains)):
+            check_bound(name, bound)
+        if a.max_contains is not None:
+            check_bound("maxContains", a.max_contains)
         n = max(len(a.prefix), a.contains_from) + 1
         positions = [a.at(i) for i in range(n)]
         plain = tuple(self.value(e) for e in positions)
@@ -430,6 +442,7 @@ class Emitter:
     # -- objects --------------------------------------------------------------------------------
     def object(self, o: ObjectShape, where_expr: Expr) -> int:
         where = _where(where_expr)
+        check_bound("minProperties", o.min_props, where)
         named = o.named_dict()
         keys = list(named)
         for k in sorted(o.required) + sorted({x for t, d in o.dependent_required for x in (t, *d)}):

@@ -48,6 +48,7 @@ from refdecoder._cpclasses import (
 from refdecoder._cpset import ALPHABET, CPSet, complement, normalize, union
 from refdecoder._fsa import _NFA, MAX_STATES, CodepointDFA, _canonical, _determinize
 from refdecoder._lexeme import ByteDFA
+from refdecoder._limits import check_bound, current_limits
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
 
 __all__ = ["compile_regex_dfa", "regex_byte_dfa", "MAX_REGEX_NFA_STATES", "Flavor", "Mode"]
@@ -99,7 +100,7 @@ def compile_regex_dfa(
     if mode not in ("fullmatch", "search"):
         raise ValueError(f"unknown regex mode {mode!r}")
     try:
-        return _compile_cached(pattern, flavor, mode, max_states)
+        return _compile_cached(pattern, flavor, mode, max_states, current_limits().repeat_bound)
     except SpecError as e:
         raise SpecError(e.what, f"{where} ({e.where})" if where else e.where, e.expected) from None
     except Unsupported as e:
@@ -119,7 +120,11 @@ def regex_byte_dfa(pattern: str, *, where: str = "", max_states: int = MAX_STATE
 
 
 @lru_cache(maxsize=2048)
-def _compile_cached(pattern: str, flavor: Flavor, mode: Mode, max_states: int) -> CodepointDFA:
+def _compile_cached(
+    pattern: str, flavor: Flavor, mode: Mode, max_states: int, repeat_bound: int
+) -> CodepointDFA:
+    # repeat_bound is part of the key: a pattern refused under one limit is not served from the cache
+    # under another (nor the reverse).
     node = _parse_python(pattern) if flavor == "python" else _EcmaParser(pattern).parse()
     return _compile_node(node, mode, max_states)
 
@@ -246,7 +251,6 @@ _CONTROL_ESCAPES = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
 _HEX = frozenset("0123456789abcdefABCDEF")
 _BRACED = re.compile(r"\{([0-9]+)(?:(,)([0-9]*))?\}")
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-MAX_REPEAT_BOUND = 100_000
 
 
 class _EcmaParser:
@@ -336,13 +340,13 @@ class _EcmaParser:
             m = _BRACED.match(self.p, self.i)
             if m is None:
                 return None  # Annex B: a literal '{', read by the next term
+            if max(len(m.group(1)), len(m.group(3) or "")) > 12:  # before int(): no 4300-digit parse
+                raise LimitExceeded("repeat_bound", m.group(0)[:40], current_limits().repeat_bound)
             lo = int(m.group(1))
             hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
             if hi is not None and hi < lo:
                 raise self.error("numbers out of order in {} quantifier", "min <= max")
-            bound = max(lo, hi or 0)
-            if bound > MAX_REPEAT_BOUND:
-                raise LimitExceeded("regex_repeat", bound, MAX_REPEAT_BOUND)
+            check_bound("regex {n,m}", max(lo, hi or 0))
             self.i = m.end()
             q = (lo, hi)
         else:
@@ -645,7 +649,28 @@ def _phase_product(
     return out, s0, finals, univ
 
 
+def _nfa_size(node: Node) -> int:
+    """The states :meth:`_Thompson.build` makes for ``node``, counted without building them, so a
+    nest of counted repeats (``((a{100}){100}){100}``) is refused before any work."""
+    kind = node[0]
+    if kind in ("c", "at"):
+        return 2
+    if kind == "cat":
+        return 1 + sum(_nfa_size(x) for x in node[1])
+    if kind == "alt":
+        return 2 + sum(_nfa_size(x) for x in node[1])
+    if kind == "rep":
+        item, lo, hi = _nfa_size(node[1]), node[2], node[3]
+        for bound in (lo, hi or 0):
+            check_bound("regex {n,m}", bound)
+        return 1 + lo * item + (1 + item if hi is None else 1 + (hi - lo) * item)
+    raise AssertionError(f"unknown node {kind!r}")
+
+
 def _compile_node(node: Node, mode: Mode, max_states: int) -> CodepointDFA:
+    size = _nfa_size(node)
+    if size > MAX_REGEX_NFA_STATES:
+        raise LimitExceeded("nfa_states", size, MAX_REGEX_NFA_STATES)
     th = _Thompson()
     s, f = th.build(node)
     nfa = th.nfa

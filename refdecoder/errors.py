@@ -14,6 +14,7 @@ __all__ = [
     "Unsupported",
     "LimitExceeded",
     "InputError",
+    "SpecFileError",
     "VocabularyError",
     "NoValidToken",
     "StateError",
@@ -71,6 +72,30 @@ class InputError(MaskcertError, ValueError):
         self.detail = detail
         tail = f" ({detail})" if detail else ""
         super().__init__(f"{path}: expected {expected}{tail}")
+
+
+class SpecFileError(InputError):
+    """A spec file (schema, grammar, regex list) that cannot be read as one: not UTF-8, not JSON, too
+    large or nested too deep. ``path`` names the file; ``line``/``column`` (1-based) and ``offset``
+    (bytes) say where, when known; ``limit`` names the :class:`~refdecoder.Limits` field to raise when
+    the file is merely too large or too deep."""
+
+    def __init__(
+        self,
+        path: str,
+        expected: str,
+        detail: str = "",
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        offset: int | None = None,
+        limit: str | None = None,
+    ) -> None:
+        self.line = line
+        self.column = column
+        self.offset = offset
+        self.limit = limit
+        super().__init__(path, expected, detail)
 
 
 class VocabularyError(InputError):

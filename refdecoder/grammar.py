@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
 from ._ir import Network
+from ._limits import Deadline, Limits
 from ._parser import Parser, State
-from .errors import LimitExceeded, SpecError
+from .errors import SpecError
 
 __all__ = [
     "JsonProfile",
@@ -74,32 +74,6 @@ class JsonProfile:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits; each raises ``LimitExceeded(limit, value)`` when crossed."""
-
-    schema_bytes: int = 2_000_000
-    nesting_depth: int = 256
-    enum_size: int = 10_000
-    automaton_states: int = 50_000
-    parser_stacks: int = 4_096
-    compile_seconds: float = 30.0
-    object_properties: int = 512
-
-
-class Deadline:
-    """A compile-time budget; ``check()`` raises ``LimitExceeded('compile_seconds', ...)``."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.start = time.monotonic()
-
-    def check(self, where: str = "") -> None:
-        elapsed = time.monotonic() - self.start
-        if elapsed > self.seconds:
-            raise LimitExceeded("compile_seconds", round(elapsed, 3), self.seconds, where)
-
-
 @dataclass(frozen=True, eq=False)
 class JsonSchema:
     """A JSON Schema with its profile. ``resources`` maps absolute URIs to schema documents that
@@ -153,10 +127,15 @@ def _canon_json(value: Any) -> str:
         raise SpecError("spec is not JSON", "/", f"JSON-serializable values ({e})") from e
 
 
+_DEFAULT_LIMITS = Limits()
+
+
 class Grammar:
     """A compiled spec. All methods are pure functions of their arguments (memo tables aside)."""
 
-    def __init__(self, network: Network, spec: Spec, limits: Limits = Limits(), memo_size: int = 200_000):
+    def __init__(
+        self, network: Network, spec: Spec, limits: Limits = _DEFAULT_LIMITS, memo_size: int = 200_000
+    ):
         self.spec = spec
         self.limits = limits
         self._parser = Parser(network, max_stacks=limits.parser_stacks)

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Union
 
-from refdecoder.errors import VocabularyError
+from refdecoder import Limits, read_spec_json
+from refdecoder.errors import SpecFileError, VocabularyError
 
 # What a caller may pass as ``eos``: a token string, an id, or several of them.
 EosSpec = Union[str, int, Iterable[Union[str, int]], None]  # noqa: UP007 (a runtime alias on 3.10)
 
 
+# Tokenizer files are large (tokenizer.json of a 200k vocabulary: ~10-30 MB) but never deep.
+_FILE_LIMITS = Limits(schema_bytes=512_000_000, nesting_depth=64)
+
+
 def read_json(path: Path, expected: str) -> Any:
+    """The JSON document in ``path`` (refdecoder's spec reader: size, UTF-8, nesting depth checked
+    before parsing), or :class:`VocabularyError` naming the file, what was expected and where."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise VocabularyError(str(path), expected, f"cannot read: {e.strerror or e}") from e
-    except UnicodeDecodeError as e:
-        raise VocabularyError(str(path), expected, f"not UTF-8 text: {e.reason} at byte {e.start}") from e
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise VocabularyError(
-            str(path), expected, f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}"
-        ) from e
+        return read_spec_json(data, str(path), expected=expected, limits=_FILE_LIMITS)
+    except SpecFileError as e:
+        raise VocabularyError(e.path, e.expected, e.detail) from None
 
 
 def eos_items(eos: EosSpec) -> list[str | int]:
