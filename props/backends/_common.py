@@ -3,6 +3,7 @@ the edge of ``accept`` and ``rollback`` (one wording for every backend's typed o
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError
@@ -10,10 +11,18 @@ from importlib.metadata import version as _dist_version
 from typing import Any, Generic, TypeVar
 
 from props.contract.backend import Rejected
-from refdecoder.errors import StateError
+from refdecoder.errors import MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
 
-__all__ = ["dist_version", "PerVocabulary", "NativeMatcher", "reject_at_edge", "check_rollback"]
+__all__ = [
+    "dist_version",
+    "PerVocabulary",
+    "NativeMatcher",
+    "reject_at_edge",
+    "check_rollback",
+    "keyword_default",
+    "UnsupportedOption",
+]
 
 T = TypeVar("T")
 N = TypeVar("N")
@@ -25,6 +34,37 @@ def dist_version(dist: str, fallback: str = "unknown") -> str:
         return _dist_version(dist)
     except PackageNotFoundError:  # pragma: no cover - a source checkout
         return fallback
+
+
+_ABSENT = object()
+
+
+def keyword_default(fn: Callable[..., Any], name: str) -> Any:
+    """The default of ``fn``'s parameter ``name``; a sentinel object when ``fn`` has no such parameter
+    or no Python signature (feature detection across engine releases, never by version string)."""
+    try:
+        param = inspect.signature(fn).parameters.get(name)
+    except (TypeError, ValueError):
+        return _ABSENT
+    return _ABSENT if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+class UnsupportedOption(MaskcertError, ValueError):
+    """An adapter option the installed engine release has no API for (a usage error: the option or
+    the release must change)."""
+
+    def __init__(self, engine: str, version: str, option: str, detail: str) -> None:
+        self.engine = engine
+        self.version = version
+        self.option = option
+        self.detail = detail
+        super().__init__(
+            f"{engine} {version} cannot honour the adapter option {option!r}: {detail}; expected a release "
+            f"that has it, or the option left at its default"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses the worker's pipe
+        return (type(self), (self.engine, self.version, self.option, self.detail))
 
 
 class PerVocabulary(Generic[T]):

@@ -1,4 +1,5 @@
-"""llguidance behind the Backend protocol (``pip install llguidance``; written against 1.9.1).
+"""llguidance behind the Backend protocol (``pip install llguidance``; written against 1.9.1, supported
+from 0.7.1, the first release with ``LLMatcher``, by feature detection: see "Releases" below).
 
 Theory of operation. One ``llguidance.LLTokenizer`` per vocabulary fingerprint, built through
 ``llguidance.TokenizerWrapper`` from the vocabulary's raw token bytes: special ids become
@@ -21,10 +22,33 @@ An ``LLMatcher`` never raises for grammar or token errors: it enters a sticky er
 * ``mask()`` is ``compute_bitmask`` (one bit per token, xgrammar's layout, EOS bits set by
   llguidance). After EOS llguidance keeps offering EOS; the adapter answers the empty mask then.
 * ``forced_bytes()`` is ``compute_ff_bytes``; ``validate(ids)`` is ``validate_tokens``.
+
+Releases. The adapter asks the installed llguidance what it has (:data:`FEATURES`, read once at
+import from the extension's ``__text_signature__`` and attributes, never from its version string):
+
+* ``LLTokenizer(eos_token=...)`` takes a list of ids in 1.x and one id before; the adapter passes the
+  list and, when the release refuses it (``TypeError``), the smallest EOS id (other EOS ids are then
+  special tokens, never allowed).
+* ``LLMatcher.validate_grammar_with_warnings`` (0.7.1x) -> ``validate_grammar`` (returns the error
+  text) -> neither (0.7.1-0.7.10): the grammar is validated by building an ``LLMatcher``, whose
+  constructor raises ``ValueError`` for an invalid grammar (its docstring).
+* ``LLParserLimits`` and ``LLMatcher(limits=...)`` (0.7.1x): without them the ``limits`` option is one
+  the release lacks (:class:`~props.backends._common.UnsupportedOption`).
+* ``grammar_from("choice", ...)``: without it a choice list is the Lark grammar
+  ``start: "a" | "b"`` (JSON string literals, which llguidance's Lark accepts).
+* ``LLMatcher.rollback`` returns ``None`` before 0.7.2x and a success flag after; either way the
+  adapter then checks ``is_error()``.
+* ``JsonCompileOptions.json_allow_general_unicode_escapes`` (1.3 and later): without it (the JSON
+  compiler answers "unknown field", probed once on the byte vocabulary) the adapter does not pass it,
+  and the declared profile is llguidance's default (``unicode_escapes=False``).
+* Some releases (0.7.1x) put a *stopped* matcher in the error state when ``validate_tokens`` is asked
+  about EOS; so ``accept`` on a stopped matcher always probes on a ``deep_copy`` (``validate`` still
+  asks ``validate_tokens``, and its error is a ``crash``, the release's defect).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -35,7 +59,14 @@ from typing import TYPE_CHECKING, Any
 import llguidance as llg
 import numpy as np
 
-from props.backends._common import NativeMatcher, PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.backends._common import (
+    NativeMatcher,
+    PerVocabulary,
+    UnsupportedOption,
+    check_rollback,
+    dist_version,
+    reject_at_edge,
+)
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -60,6 +91,50 @@ __all__ = ["LLGuidanceBackend", "LLGuidanceMatcher", "LLGuidanceError", "declare
 _VERSION = dist_version("llguidance", getattr(llg, "__version__", "unknown"))
 
 
+def _has_choice_format() -> bool:
+    try:
+        llg.grammar_from("choice", '["a"]')
+    except ValueError:  # grammar_from's "Unknown grammar type" (releases before 0.7.1x)
+        return False
+    return True
+
+
+#: What the installed llguidance has (module docstring, "Releases").
+FEATURES: dict[str, bool] = {
+    "validate_with_warnings": callable(getattr(llg.LLMatcher, "validate_grammar_with_warnings", None)),
+    "validate_grammar": callable(getattr(llg.LLMatcher, "validate_grammar", None)),
+    "limits": hasattr(llg, "LLParserLimits")
+    and "limits" in str(getattr(llg.LLMatcher, "__text_signature__", "") or ""),
+    "choice": _has_choice_format(),
+}
+
+
+@functools.cache
+def general_unicode_escapes_supported() -> bool:
+    """Whether the JSON compiler knows ``json_allow_general_unicode_escapes`` (probed on the byte
+    vocabulary: an unknown option is a grammar error, not an exception)."""
+    import tokenizers_matrix as tm
+
+    grammar = llg.LLMatcher.grammar_from_json_schema(
+        '{"type": "string"}', overrides={"json_allow_general_unicode_escapes": True}
+    )
+    tok = _lltokenizer(tm.byte_vocabulary())
+    try:
+        native = llg.LLMatcher(tok, grammar, log_level=0)
+    except ValueError:  # the oldest releases raise for an invalid grammar
+        return False
+    return not native.is_error()
+
+
+def _lltokenizer(vocabulary: Vocabulary) -> llg.LLTokenizer:
+    wrapper = llg.TokenizerWrapper(_ByteTokenizer(vocabulary))
+    eos = sorted(vocabulary.eos_ids)
+    try:
+        return llg.LLTokenizer(wrapper, eos_token=eos)
+    except TypeError:  # releases before 1.x take one EOS id ("Releases" in the module docstring)
+        return llg.LLTokenizer(wrapper, eos_token=eos[0])
+
+
 class LLGuidanceError(MaskcertError, RuntimeError):
     """llguidance misbehaved where the adapter cannot answer: an ``LLMatcher`` in its error state
     (never entered on purpose), or a mask that allows ids outside the vocabulary. A ``crash``."""
@@ -68,6 +143,9 @@ class LLGuidanceError(MaskcertError, RuntimeError):
         self.operation = operation
         self.message = message
         super().__init__(f"llguidance {operation}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses the worker's pipe as itself
+        return (type(self), (self.operation, self.message))
 
 
 def declared_profile(
@@ -187,8 +265,11 @@ class LLGuidanceBackend:
         max_tokenizers: int = 4,
     ) -> None:
         self.whitespace_flexible = whitespace_flexible
-        self.general_unicode_escapes = general_unicode_escapes
-        self.profile = declared_profile(whitespace_flexible, general_unicode_escapes)
+        # without the option in this release, llguidance's own default applies ("Releases")
+        self.general_unicode_escapes = general_unicode_escapes and general_unicode_escapes_supported()
+        self.profile = declared_profile(whitespace_flexible, self.general_unicode_escapes)
+        if limits and not FEATURES["limits"]:
+            raise UnsupportedOption("llguidance", _VERSION, "limits", "this release has no LLParserLimits")
         self._limits = llg.LLParserLimits(**limits) if limits else None
         self._log_level = log_level
         self._tokenizers: PerVocabulary[llg.LLTokenizer] = PerVocabulary(
@@ -196,19 +277,16 @@ class LLGuidanceBackend:
         )
 
     def json_options(self) -> JsonCompileOptions:
-        return {
-            "whitespace_flexible": self.whitespace_flexible,
-            "json_allow_general_unicode_escapes": self.general_unicode_escapes,
-        }
+        options: JsonCompileOptions = {"whitespace_flexible": self.whitespace_flexible}
+        if self.general_unicode_escapes:
+            options["json_allow_general_unicode_escapes"] = True
+        return options
 
     def _tokenizer(self, vocabulary: Vocabulary) -> llg.LLTokenizer:
         return self._tokenizers.get(vocabulary)
 
     def _build_tokenizer(self, vocabulary: Vocabulary) -> llg.LLTokenizer:
-        tok = llg.LLTokenizer(
-            llg.TokenizerWrapper(_ByteTokenizer(vocabulary)), eos_token=sorted(vocabulary.eos_ids)
-        )
-        return tok
+        return _lltokenizer(vocabulary)
 
     def _grammar(self, spec: Spec) -> str | Refused:
         if isinstance(spec, JsonSchema):
@@ -225,7 +303,10 @@ class LLGuidanceBackend:
         if isinstance(spec, Choice):
             if not spec.options:
                 return Refused("llguidance: an empty choice list has no grammar form", "choice", "")
-            return str(llg.grammar_from("choice", json.dumps(list(spec.options))))
+            if FEATURES["choice"]:
+                return str(llg.grammar_from("choice", json.dumps(list(spec.options))))
+            alternatives = " | ".join(json.dumps(o, ensure_ascii=False) for o in spec.options)
+            return str(llg.LLMatcher.grammar_from_lark(f"start: {alternatives}"))
         if isinstance(spec, Gbnf):
             text = spec.text
             if spec.root != "root":
@@ -249,9 +330,9 @@ class LLGuidanceBackend:
         grammar = self._grammar(spec)
         if isinstance(grammar, Refused):
             return grammar
-        is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok, limits=self._limits)
-        if is_error:
-            return _refused(messages[0] if messages else "")
+        error = self._validate(grammar, tok)
+        if error is not None:
+            return _refused(error)
         handle = _Handle(
             grammar,
             tok,
@@ -262,9 +343,28 @@ class LLGuidanceBackend:
         )
         return Compiled(handle, (time.perf_counter() - t0) * 1000)
 
+    def _validate(self, grammar: str, tok: Any) -> str | None:
+        """The grammar's error message, None when llguidance accepts it (the compile step)."""
+        if FEATURES["validate_with_warnings"]:
+            kwargs = {"limits": self._limits} if FEATURES["limits"] else {}
+            is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, tok, **kwargs)
+            return (messages[0] if messages else "") if is_error else None
+        if FEATURES["validate_grammar"]:
+            return str(llg.LLMatcher.validate_grammar(grammar, tok)) or None
+        try:  # the oldest releases: the constructor validates ("Raises: ValueError")
+            native = llg.LLMatcher(tok, grammar, log_level=0)
+        except ValueError as e:
+            return str(e) or "invalid grammar"
+        return str(native.get_error()) or "invalid grammar" if native.is_error() else None
+
+    def _native(self, h: _Handle) -> llg.LLMatcher:
+        if FEATURES["limits"]:
+            return llg.LLMatcher(h.tokenizer, h.grammar, log_level=self._log_level, limits=h.limits)
+        return llg.LLMatcher(h.tokenizer, h.grammar, log_level=self._log_level)
+
     def matcher(self, compiled: Compiled) -> LLGuidanceMatcher:
         h: _Handle = compiled.handle
-        native = llg.LLMatcher(h.tokenizer, h.grammar, log_level=self._log_level, limits=h.limits)
+        native = self._native(h)
         if native.is_error():
             raise LLGuidanceError("LLMatcher()", native.get_error())
         return LLGuidanceMatcher(h, native, [])
@@ -309,7 +409,9 @@ class LLGuidanceMatcher(NativeMatcher[llg.LLMatcher]):
         if edge is not None:
             return edge
         data = self._h.token_bytes[token_id]
-        n = self._m.validate_tokens([token_id])
+        # a stopped matcher is probed on a copy: some releases set the error state when validate_tokens
+        # is asked about EOS there (module docstring, "Releases")
+        n = 0 if self._m.is_stopped() else self._m.validate_tokens([token_id])
         self._check("validate_tokens")
         if n >= 1:
             if not self._m.consume_token(token_id):
@@ -335,7 +437,8 @@ class LLGuidanceMatcher(NativeMatcher[llg.LLMatcher]):
         check_rollback(k, len(self._ids))
         if k == 0:
             return
-        if not self._m.rollback(k):
+        ok = self._m.rollback(k)  # None before 0.7.2x, a success flag after
+        if ok is False or self._m.is_error():
             raise LLGuidanceError("rollback", self._m.get_error())
         del self._ids[len(self._ids) - k :]
 

@@ -1,5 +1,5 @@
 """lm-format-enforcer behind the Backend protocol (``pip install lm-format-enforcer``; written against
-0.11.3).
+0.11.3, supported from 0.9.6 by feature detection: see "Releases" below).
 
 Theory of operation. lm-format-enforcer (LMFE) is character-level: a ``CharacterLevelParser``
 (``JsonSchemaParser``, ``RegexParser``, ``UnionParser`` of ``StringParser``) says which characters
@@ -21,13 +21,27 @@ strips trailing U+FFFD (``_decode_function``), and the EOS ids. Then:
   LMFE keys every state by its token sequence. After EOS the adapter answers the empty mask and
   never asks LMFE about a sequence that contains EOS.
 * ``is_accepting()`` is "EOS is in the allowed list" (LMFE has no other notion).
+
+Releases. The adapter asks the installed LMFE what it has (:data:`FEATURES`: signatures, dataclass
+fields and constants, never the version string):
+
+* ``CharacterLevelParserConfig`` fields ``max_consecutive_whitespaces``, ``force_json_field_order``,
+  ``max_json_array_length`` (0.10): before them the whitespace bound is the constant
+  ``consts.MAX_CONSECUTIVE_WHITESPACES`` (a different ``max_consecutive_whitespaces`` is an option
+  the release lacks, :class:`~props.backends._common.UnsupportedOption`) and arrays have no default
+  length cap, so nothing needs switching off.
+* ``TokenEnforcerTokenizerData(eos_token_id=...)`` takes one id before 0.10 (annotation ``int``):
+  the smallest EOS id then; ``use_bitmask`` and ``vocab_size`` (0.11) are passed where they exist.
+* ``TokenEnforcer.get_allowed_tokens`` returns a list before 0.11 and a ``TokenList`` after.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import interegular
 import numpy as np
@@ -42,10 +56,16 @@ from lmformatenforcer import (
     TokenEnforcer,
     TokenEnforcerTokenizerData,
     UnionParser,
+    consts,
 )
-from lmformatenforcer.consts import DEFAULT_MAX_CONSECUTIVE_WHITESPACES
 
-from props.backends._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.backends._common import (
+    PerVocabulary,
+    UnsupportedOption,
+    check_rollback,
+    dist_version,
+    reject_at_edge,
+)
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -64,6 +84,22 @@ from tokenizers_matrix import Vocabulary
 __all__ = ["LMFormatEnforcerBackend", "LMFormatEnforcerMatcher", "declared_profile"]
 
 _VERSION = dist_version("lm-format-enforcer")
+
+#: The whitespace bound of the installed release (a config default from 0.10, a constant before).
+DEFAULT_MAX_CONSECUTIVE_WHITESPACES: int = int(
+    getattr(consts, "DEFAULT_MAX_CONSECUTIVE_WHITESPACES", None) or consts.MAX_CONSECUTIVE_WHITESPACES
+)
+_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(CharacterLevelParserConfig))
+_DATA_PARAMS = inspect.signature(TokenEnforcerTokenizerData.__init__).parameters
+
+#: What the installed LMFE has (module docstring, "Releases").
+FEATURES: dict[str, bool] = {
+    "config_whitespace": "max_consecutive_whitespaces" in _CONFIG_FIELDS,
+    "config_array_length": "max_json_array_length" in _CONFIG_FIELDS,
+    "config_field_order": "force_json_field_order" in _CONFIG_FIELDS,
+    "eos_list": "List" in str(_DATA_PARAMS["eos_token_id"].annotation),
+    "bitmask": "use_bitmask" in _DATA_PARAMS,
+}
 
 # Errors that lmformatenforcer raises for schemas it does not handle (jsonschemaparser.get_parser:
 # ``raise Exception("Unsupported type ...")`` etc.), as opposed to bugs.
@@ -136,8 +172,11 @@ def _tokenizer_data(vocabulary: Vocabulary) -> TokenEnforcerTokenizerData:
     def decode(ids: list[int]) -> str:
         return str(vocabulary.decode(ids).decode("utf-8", errors="replace")).rstrip("\ufffd")
 
-    size = len(vocabulary.token_bytes)
-    return TokenEnforcerTokenizerData(regular, decode, sorted(vocabulary.eos_ids), False, size)
+    eos = sorted(vocabulary.eos_ids)
+    eos_arg: Any = eos if FEATURES["eos_list"] else eos[0]  # one EOS id before 0.10 ("Releases")
+    if FEATURES["bitmask"]:
+        return TokenEnforcerTokenizerData(regular, decode, eos_arg, False, len(vocabulary.token_bytes))
+    return TokenEnforcerTokenizerData(regular, decode, eos_arg)
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,6 +198,16 @@ class LMFormatEnforcerBackend:
         max_consecutive_whitespaces: int = DEFAULT_MAX_CONSECUTIVE_WHITESPACES,
         max_vocabularies: int = 4,
     ) -> None:
+        if (
+            max_consecutive_whitespaces != DEFAULT_MAX_CONSECUTIVE_WHITESPACES
+            and not FEATURES["config_whitespace"]
+        ):
+            raise UnsupportedOption(
+                "lm-format-enforcer",
+                _VERSION,
+                "max_consecutive_whitespaces",
+                f"this release fixes it at consts.MAX_CONSECUTIVE_WHITESPACES = {DEFAULT_MAX_CONSECUTIVE_WHITESPACES}",
+            )
         self.max_consecutive_whitespaces = max_consecutive_whitespaces
         self.profile = declared_profile(max_consecutive_whitespaces)
         self._data: PerVocabulary[TokenEnforcerTokenizerData] = PerVocabulary(
@@ -173,12 +222,14 @@ class LMFormatEnforcerBackend:
         return data
 
     def _config(self, data: TokenEnforcerTokenizerData) -> CharacterLevelParserConfig:
-        return CharacterLevelParserConfig(
-            alphabet=data.tokenizer_alphabet,
-            max_consecutive_whitespaces=self.max_consecutive_whitespaces,
-            force_json_field_order=False,
-            max_json_array_length=0,
-        )
+        options: dict[str, Any] = {"alphabet": data.tokenizer_alphabet}
+        if FEATURES["config_whitespace"]:
+            options["max_consecutive_whitespaces"] = self.max_consecutive_whitespaces
+        if FEATURES["config_field_order"]:
+            options["force_json_field_order"] = False
+        if FEATURES["config_array_length"]:
+            options["max_json_array_length"] = 0
+        return CharacterLevelParserConfig(**options)
 
     def _parser(self, spec: Spec, config: CharacterLevelParserConfig) -> CharacterLevelParser | Refused:
         if isinstance(spec, JsonSchema):
@@ -257,7 +308,8 @@ class LMFormatEnforcerMatcher:
 
     def allowed_ids(self) -> list[int]:
         """``TokenEnforcer.get_allowed_tokens`` for the ids so far, as LMFE returns it (before EOS)."""
-        return list(self._h.enforcer.get_allowed_tokens(list(self._ids)).allowed_tokens)
+        allowed = self._h.enforcer.get_allowed_tokens(list(self._ids))
+        return list(getattr(allowed, "allowed_tokens", allowed))  # a list before 0.11 ("Releases")
 
     def mask(self) -> np.ndarray:
         if self._terminated():

@@ -1,4 +1,5 @@
-"""outlines-core behind the Backend protocol (``pip install outlines-core``; written against 0.2.14).
+"""outlines-core behind the Backend protocol (``pip install outlines-core``; written against 0.2.14,
+supported from 0.1.14 by feature detection: see "Releases" below).
 
 Theory of operation. outlines-core compiles a *regex* against a vocabulary into an ``Index`` (a
 token-level DFA) and walks it with a ``Guide``. One ``outlines_core.Vocabulary`` per vocabulary
@@ -20,6 +21,22 @@ context-free grammars, so ``Gbnf`` is refused.
   (``max_rollback``), else a replay on a fresh Guide. ``fork()`` replays the accepted ids on a fresh
   Guide, O(n): ``copy.copy(guide)`` goes through ``Guide.from_binary`` and loses ``max_rollback``
   (the copy can roll back only as many steps as the original had stored).
+
+Releases. The adapter asks the installed outlines-core what it has (:data:`FEATURES`, from the
+extension's ``__text_signature__`` and attributes, never its version string):
+
+* ``Guide(index, max_rollback=...)``, ``rollback_state`` and ``get_allowed_rollback`` (0.2.1x): without
+  them every rollback replays the remaining ids on a fresh ``Guide``.
+* ``Guide.write_mask_into`` (0.2.1x): without it the mask is ``Guide.get_tokens()`` packed;
+  ``Guide.advance(return_tokens=False)`` is used where it exists.
+* ``build_regex_from_schema(max_recursion_depth=...)``: without it the release's own depth applies,
+  and a different ``max_recursion_depth`` is an option it lacks
+  (:class:`~props.backends._common.UnsupportedOption`).
+* 0.1.x is another API (``outlines_core.fsm``): the token index is ``guide.create_states_mapping``
+  over interegular's Python-like regexes, built from a tokenizer object whose ``vocabulary`` is keyed
+  by raw bytes (:class:`_FsmTokenizer`); the adapter wraps it as an ``Index`` and ``Guide``
+  (:class:`_FsmIndex`, :class:`_FsmGuide`; states are values, so forks and rollbacks replay), and
+  escapes choice lists for that dialect. JSON comes from ``outlines_core.fsm.json_schema``.
 """
 
 from __future__ import annotations
@@ -31,9 +48,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import outlines_core as oc
-from outlines_core.json_schema import build_regex_from_schema
 
-from props.backends._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+try:
+    from outlines_core.json_schema import build_regex_from_schema
+except ImportError:  # 0.1.x ("Releases" in the module docstring)
+    from outlines_core.fsm.json_schema import build_regex_from_schema
+
+from props.backends._common import (
+    PerVocabulary,
+    UnsupportedOption,
+    check_rollback,
+    dist_version,
+    reject_at_edge,
+)
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -46,12 +73,129 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words
+from refdecoder.bitmask import num_words, pack_ids
 from tokenizers_matrix import Vocabulary
 
 __all__ = ["OutlinesCoreBackend", "OutlinesCoreMatcher", "declared_profile", "WHITESPACE_PATTERN"]
 
 _VERSION = dist_version("outlines_core")
+
+
+def _text_signature(obj: Any) -> str:
+    return str(getattr(obj, "__text_signature__", "") or "")
+
+
+_GUIDE: Any = getattr(oc, "Guide", None)
+
+
+def _index_errors() -> tuple[type[Exception], ...]:
+    """outlines-core's documented refusals: ``ValueError`` (0.2: "Failed to build DFA", JSON schema
+    errors); 0.1.x also lets interegular's parse errors through, and raises ``NotImplementedError``
+    for schema constructs it lacks."""
+    if callable(getattr(oc, "Index", None)):
+        return (ValueError,)
+    import interegular
+
+    return (
+        ValueError,
+        NotImplementedError,
+        interegular.patterns.Unsupported,
+        interegular.patterns.InvalidSyntax,
+    )
+
+
+_INDEX_ERRORS = _index_errors()
+
+#: What the installed outlines-core has (module docstring, "Releases").
+FEATURES: dict[str, bool] = {
+    "index": callable(getattr(oc, "Index", None)) and _GUIDE is not None,
+    "rollback": "max_rollback" in _text_signature(_GUIDE)
+    and callable(getattr(_GUIDE, "rollback_state", None)),
+    "write_mask_into": callable(getattr(_GUIDE, "write_mask_into", None)),
+    "max_recursion_depth": "max_recursion_depth" in _text_signature(build_regex_from_schema),
+    "advance_return_tokens": "return_tokens" in _text_signature(getattr(_GUIDE, "advance", None)),
+}
+
+
+class _FsmTokenizer:
+    """What outlines-core 0.1.x's ``reduced_vocabulary`` reads of a tokenizer, over raw token bytes:
+    ``vocabulary`` keyed by ``bytes`` takes its byte path ("BPE tokenizers where the tokens are
+    directly stored as bytes"). One id per distinct byte string (the first): a dict has one value."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.eos_token_id = min(vocabulary.eos_ids)
+        self.eos_token = vocabulary.special_name(self.eos_token_id) or "</s>"
+        self.special_tokens: set[Any] = set()
+        self.vocabulary: dict[bytes, int] = {}
+        for i, data in enumerate(vocabulary.token_bytes):
+            if data:
+                self.vocabulary.setdefault(data, i)
+
+    def convert_token_to_string(self, token: bytes) -> str:
+        return token.decode("utf-8", errors="replace")
+
+
+class _FsmIndex:
+    """outlines-core 0.1.x's token index (``fsm.guide.create_states_mapping``: a dict state -> token ->
+    state with EOS mapped to itself in final states, or from 0.1.2x a Rust ``Index`` with
+    ``get_allowed_tokens``) behind the calls the adapter makes of a 0.2 ``Index``, answering as
+    ``RegexGuide`` does (a state without transitions writes EOS)."""
+
+    def __init__(self, regex: str, tokenizer: _FsmTokenizer) -> None:
+        from outlines_core.fsm.guide import create_states_mapping
+
+        self.native, _empty, self.finals = create_states_mapping(regex, tokenizer)
+        self.eos_id = tokenizer.eos_token_id
+        self.rust = callable(getattr(self.native, "get_allowed_tokens", None))
+        self.initial = int(self.native.get_initial_state()) if self.rust else 0
+
+    def get_next_state(self, state: int, token_id: int) -> int | None:
+        nxt = (
+            self.native.get_next_state(state, token_id)
+            if self.rust
+            else self.native.get(state, {}).get(token_id)
+        )
+        return None if nxt is None else int(nxt)
+
+    def allowed(self, state: int) -> list[int]:
+        tokens = self.native.get_allowed_tokens(state) if self.rust else self.native.get(state)
+        return [int(t) for t in tokens] if tokens is not None else [self.eos_id]
+
+    def is_final(self, state: int) -> bool:
+        return bool(self.native.is_final_state(state)) if self.rust else state in self.finals
+
+
+class _FsmGuide:
+    """A 0.2 ``Guide``'s calls over :class:`_FsmIndex` (state 0 first, as ``RegexGuide.initial_state``)."""
+
+    def __init__(self, index: _FsmIndex) -> None:
+        self._index = index
+        self._state = index.initial
+
+    def get_state(self) -> int:
+        return self._state
+
+    def get_tokens(self) -> list[int]:
+        return self._index.allowed(self._state)
+
+    def advance(self, token_id: int) -> None:
+        nxt = self._index.get_next_state(self._state, token_id)
+        if nxt is None:
+            raise ValueError(
+                f"No next state found for the current state: {self._state} with token ID: {token_id}"
+            )
+        self._state = nxt
+
+    def is_finished(self) -> bool:
+        return self._index.is_final(self._state)
+
+
+def _advance(guide: Any, token_id: int) -> None:
+    if FEATURES["advance_return_tokens"] and not isinstance(guide, _FsmGuide):
+        guide.advance(token_id, return_tokens=False)  # skips building the next allowed-token list
+    else:
+        guide.advance(token_id)
+
 
 # outlines-core's own default is outlines_core.json_schema.WHITESPACE == r"[ ]?": at most one U+0020.
 # No profile says "spaces only", so the adapter passes the same bound over JSON's four whitespace
@@ -59,6 +203,11 @@ _VERSION = dist_version("outlines_core")
 WHITESPACE_PATTERN = r"[ \t\n\r]?"
 
 _META = set("\\.+*?()|[]{}^$#&-~")
+
+
+def _escape_python(text: str) -> str:
+    """``text`` as a literal in 0.1.x's regex syntax (interegular's, Python-like)."""
+    return "".join("\\" + ch if ch in "\\.^$*+?{}[]|()" else ch for ch in text)
 
 
 def _escape(text: str) -> str:
@@ -153,16 +302,25 @@ class OutlinesCoreBackend:
         max_rollback: int = 4096,
         max_vocabularies: int = 4,
     ) -> None:
+        if max_recursion_depth != 3 and not FEATURES["max_recursion_depth"]:
+            raise UnsupportedOption(
+                "outlines-core",
+                _VERSION,
+                "max_recursion_depth",
+                "build_regex_from_schema has no max_recursion_depth",
+            )
         self.whitespace_pattern = whitespace_pattern
         self.max_recursion_depth = max_recursion_depth
         self.max_rollback = max_rollback
         self.profile = declared_profile(whitespace_pattern)
-        self._vocabs: PerVocabulary[oc.Vocabulary] = PerVocabulary(self._build_vocabulary, max_vocabularies)
+        self._vocabs: PerVocabulary[Any] = PerVocabulary(self._build_vocabulary, max_vocabularies)
 
-    def _vocabulary(self, vocabulary: Vocabulary) -> oc.Vocabulary:
+    def _vocabulary(self, vocabulary: Vocabulary) -> Any:
         return self._vocabs.get(vocabulary)
 
-    def _build_vocabulary(self, vocabulary: Vocabulary) -> oc.Vocabulary:
+    def _build_vocabulary(self, vocabulary: Vocabulary) -> Any:
+        if not FEATURES["index"]:
+            return _FsmTokenizer(vocabulary)
         table: dict[bytes, list[int]] = {}
         for i, data in enumerate(vocabulary.token_bytes):
             if data is not None:
@@ -177,17 +335,21 @@ class OutlinesCoreBackend:
         if isinstance(spec, Choice):
             if not spec.options:
                 return Refused("outlines-core: an empty choice list has no regex form", "choice", "")
-            return "|".join(_escape(o) for o in spec.options)
+            escape = _escape if FEATURES["index"] else _escape_python
+            return "|".join(escape(o) for o in spec.options)
         if isinstance(spec, JsonSchema):
             try:
+                depth = (
+                    {"max_recursion_depth": self.max_recursion_depth}
+                    if FEATURES["max_recursion_depth"]
+                    else {}
+                )
                 return str(
                     build_regex_from_schema(
-                        json.dumps(spec.schema),
-                        whitespace_pattern=self.whitespace_pattern,
-                        max_recursion_depth=self.max_recursion_depth,
+                        json.dumps(spec.schema), whitespace_pattern=self.whitespace_pattern, **depth
                     )
                 )
-            except ValueError as e:
+            except _INDEX_ERRORS as e:
                 return _refused(e)
         if isinstance(spec, Gbnf):
             return Refused(
@@ -202,8 +364,8 @@ class OutlinesCoreBackend:
         if isinstance(regex, Refused):
             return regex
         try:
-            index = oc.Index(regex, voc)
-        except ValueError as e:  # outlines-core's IndexError ("Failed to build DFA", ...)
+            index = oc.Index(regex, voc) if FEATURES["index"] else _FsmIndex(regex, voc)
+        except _INDEX_ERRORS as e:  # outlines-core's IndexError ("Failed to build DFA", ...)
             return _refused(e)
         handle = _Handle(
             index,
@@ -217,12 +379,18 @@ class OutlinesCoreBackend:
 
     def matcher(self, compiled: Compiled) -> OutlinesCoreMatcher:
         h: _Handle = compiled.handle
-        return OutlinesCoreMatcher(
-            h, oc.Guide(h.index, max_rollback=self.max_rollback), [], False, self.max_rollback
-        )
+        return OutlinesCoreMatcher(h, _guide(h.index, self.max_rollback), [], False, self.max_rollback)
 
 
-def _refused(e: ValueError) -> Refused:
+def _guide(index: Any, max_rollback: int) -> Any:
+    if isinstance(index, _FsmIndex):
+        return _FsmGuide(index)
+    if FEATURES["rollback"]:
+        return oc.Guide(index, max_rollback=max_rollback)
+    return oc.Guide(index)
+
+
+def _refused(e: Exception) -> Refused:
     text = " ".join(str(e).split())[:500]
     keyword = "format" if text.startswith("Format ") else ""
     return Refused(f"outlines-core: {text}", keyword, "")
@@ -251,6 +419,9 @@ class OutlinesCoreMatcher:
         return f"outlines-core:{self._g.get_state()}"
 
     def _raw_mask(self) -> np.ndarray:
+        if not FEATURES["write_mask_into"]:
+            allowed = np.asarray(self._g.get_tokens(), dtype=np.int64)
+            return pack_ids(allowed[allowed < self._h.vocab_size], self._h.vocab_size)
         out = np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
         self._g.write_mask_into(out.ctypes.data, out.size, 4)
         return out
@@ -282,7 +453,7 @@ class OutlinesCoreMatcher:
             return Rejected(
                 token_id, data, self._state_id(), "outlines-core Index has no transition for this token"
             )
-        self._g.advance(token_id, return_tokens=False)
+        _advance(self._g, token_id)
         self._ids.append(token_id)
         return Accepted(token_id, data, self._state_id(), False)
 
@@ -293,9 +464,9 @@ class OutlinesCoreMatcher:
         return self._terminated
 
     def _replay(self, ids: list[int]) -> Any:
-        guide = oc.Guide(self._h.index, max_rollback=self._max_rollback)
+        guide = _guide(self._h.index, self._max_rollback)
         for t in ids:
-            guide.advance(t, return_tokens=False)
+            _advance(guide, t)
         return guide
 
     def rollback(self, k: int) -> None:
@@ -306,7 +477,7 @@ class OutlinesCoreMatcher:
             k -= 1
         if k == 0:
             return
-        if k <= self._g.get_allowed_rollback():
+        if FEATURES["rollback"] and k <= self._g.get_allowed_rollback():
             self._g.rollback_state(k)
             del self._ids[len(self._ids) - k :]
         else:

@@ -300,7 +300,7 @@ def _describe_exit(returncode: int | None) -> str:
 class _Process:
     """One child process: its pipes, its log, and a request/response call with a timeout."""
 
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self, memory_mb: int, engine_path: str | None = None) -> None:
         parent_r, child_w = os.pipe()
         child_r, parent_w = os.pipe()
         # the child's stdout and stderr; closed by close()
@@ -308,6 +308,8 @@ class _Process:
         # The child imports what the parent imports: PYTHONPATH lets ``-m`` find ``props`` (maskcert
         # need not be installed), and _worker_main puts the parent's sys.path first, in its order.
         path = [p for p in sys.path if isinstance(p, str)]
+        if engine_path is not None:  # a cached engine release shadows the environment's (engines.py)
+            path = [engine_path, *(p for p in path if p != engine_path)]
         env = dict(os.environ)
         env["MASKCERT_WORKER_SYS_PATH"] = json.dumps(path)
         env["PYTHONPATH"] = os.pathsep.join(path)
@@ -384,7 +386,10 @@ class WorkerBackend:
     ``timeout_s`` bounds every matcher call, ``compile_timeout_s`` every ``compile`` (default: four
     times ``timeout_s``, at least 60 s), ``start_timeout_s`` the worker's start (imports, adapter
     construction); ``memory_mb`` is the child's ``RLIMIT_AS`` (0: none). ``options`` go to the
-    adapter's constructor. Starting a worker takes a second or two (it imports the backend).
+    adapter's constructor. ``engine_path`` is a directory put first on the child's ``sys.path``: an
+    engine release installed there (:func:`props.backends.engines.install_engine`) is the one the
+    adapter imports, whatever the environment has. Starting a worker takes a second or two (it imports
+    the backend).
     """
 
     faults_attributed = True
@@ -398,8 +403,10 @@ class WorkerBackend:
         compile_timeout_s: float | None = None,
         memory_mb: int = 8192,
         start_timeout_s: float = 120.0,
+        engine_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.target = backend
+        self.engine_path = None if engine_path is None else os.fspath(engine_path)
         self.options = dict(options or {})
         self.timeout_s = timeout_s
         self.compile_timeout_s = (
@@ -425,7 +432,7 @@ class WorkerBackend:
         self.generation += 1
         self._sent_vocabularies = set()
         self._drops = ([], [])
-        self._box[0] = _Process(self.memory_mb)
+        self._box[0] = _Process(self.memory_mb, self.engine_path)
         name, version, profile = self._call("start", (self.target, self.options), self.start_timeout_s)
         self.name, self.version, self.profile = name, version, profile
 

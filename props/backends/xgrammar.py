@@ -1,4 +1,5 @@
-"""xgrammar behind the Backend protocol (``pip install xgrammar``; written against 0.2.9).
+"""xgrammar behind the Backend protocol (``pip install xgrammar``; written against 0.2.9, supported from
+0.1.17 by feature detection: see "Releases" below).
 
 Theory of operation. One ``xgrammar.GrammarCompiler`` per vocabulary fingerprint, built from the
 vocabulary's raw token bytes (``TokenizerInfo(encoded_vocab, VocabType.RAW, stop_token_ids=...)``:
@@ -17,10 +18,25 @@ A matcher wraps one ``xgrammar.GrammarMatcher`` and the list of ids it accepted:
 * ``forced_bytes()`` is ``find_jump_forward_string`` (documented to stop before an incomplete UTF-8
   character, so it may be shorter than the true forced continuation); ``validate(ids)`` accepts the
   ids one by one and rolls back, the way vLLM's xgrammar backend checks speculative drafts.
+
+Releases. The adapter asks the installed xgrammar what it has, never its version string
+(:data:`FEATURES`, read once at import):
+
+* ``GrammarMatcher(max_rollback_tokens=...)`` defaults to 0 before 0.1.2x (no rollback at all: a
+  "Check failed" on ``rollback``) and to -1, unlimited and deprecated, after. Where the default is 0
+  the adapter passes :data:`ROLLBACK_LIMIT`.
+* ``GrammarMatcher.is_completed`` (0.2.x) is "the matcher may stop here"; without it the adapter
+  asks the mask whether a stop token is allowed, which is how those releases say it.
+* ``GrammarMatcher.fork`` (0.2.x): without it a fork replays the accepted ids.
+* ``compile_json_schema(max_whitespace_cnt=...)`` (0.1.2x): without it ``max_whitespace_cnt`` is an
+  option the release does not have (:class:`~props.backends._common.UnsupportedOption`).
+* ``fill_next_token_bitmask`` takes a ``torch.Tensor`` only (it reads ``bitmask.device``) where its
+  annotation says so (before 0.1.2x); the adapter then passes ``torch.from_numpy`` of its array.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import time
@@ -30,7 +46,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xgrammar as xgr
 
-from props.backends._common import NativeMatcher, PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.backends._common import (
+    NativeMatcher,
+    PerVocabulary,
+    UnsupportedOption,
+    check_rollback,
+    dist_version,
+    keyword_default,
+    reject_at_edge,
+)
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -46,9 +70,24 @@ from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder.bitmask import num_words
 from tokenizers_matrix import Vocabulary
 
-__all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile"]
+__all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile", "FEATURES", "ROLLBACK_LIMIT"]
 
 _VERSION = dist_version("xgrammar")
+
+#: What the installed xgrammar has (module docstring, "Releases").
+FEATURES: dict[str, bool] = {
+    "bounded_rollback": keyword_default(xgr.GrammarMatcher.__init__, "max_rollback_tokens") == 0,
+    "is_completed": callable(getattr(xgr.GrammarMatcher, "is_completed", None)),
+    "fork": callable(getattr(xgr.GrammarMatcher, "fork", None)),
+    "max_whitespace_cnt": "max_whitespace_cnt"
+    in inspect.signature(xgr.GrammarCompiler.compile_json_schema).parameters,
+    # fill_next_token_bitmask(bitmask: torch.Tensor) reads bitmask.device (before 0.1.2x); later
+    # releases take any array (numpy's ArrayLike in the annotation)
+    "torch_bitmask": "torch"
+    in str(inspect.signature(xgr.GrammarMatcher.fill_next_token_bitmask).parameters["bitmask"].annotation),
+}
+#: The rollback history the adapter asks of releases whose default is none (``bounded_rollback``).
+ROLLBACK_LIMIT = 1 << 20
 
 # xgrammar reports converter and parser errors as RuntimeError("[hh:mm:ss] /path/file.cc:LINE: message").
 # Those are its documented refusals ("Raises RuntimeError: When converting the json schema fails",
@@ -170,6 +209,10 @@ class XGrammarBackend:
             raise ValueError(
                 "max_whitespace_cnt needs any_whitespace=True and a value >= 1 (xgrammar's rule)"
             )
+        if max_whitespace_cnt is not None and not FEATURES["max_whitespace_cnt"]:
+            raise UnsupportedOption(
+                "xgrammar", _VERSION, "max_whitespace_cnt", "compile_json_schema has no max_whitespace_cnt"
+            )
         self.any_whitespace = any_whitespace
         self.max_whitespace_cnt = max_whitespace_cnt
         self.strict_mode = strict_mode
@@ -235,7 +278,13 @@ class XGrammarBackend:
 
     def matcher(self, compiled: Compiled) -> XGrammarMatcher:
         handle: _Handle = compiled.handle
-        return XGrammarMatcher(handle, xgr.GrammarMatcher(handle.grammar), [])
+        return XGrammarMatcher(handle, _native_matcher(handle.grammar), [])
+
+
+def _native_matcher(grammar: Any) -> xgr.GrammarMatcher:
+    if FEATURES["bounded_rollback"]:
+        return xgr.GrammarMatcher(grammar, max_rollback_tokens=ROLLBACK_LIMIT)
+    return xgr.GrammarMatcher(grammar)
 
 
 class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
@@ -247,7 +296,12 @@ class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
         out = np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
         if self._m.is_terminated():
             return out  # xgrammar refuses to fill a mask after EOS; nothing is allowed then
-        self._m.fill_next_token_bitmask(out)
+        if FEATURES["torch_bitmask"]:
+            import torch  # the releases that want a tensor depend on torch
+
+            self._m.fill_next_token_bitmask(torch.from_numpy(out).unsqueeze(0))  # shares out's memory
+        else:
+            self._m.fill_next_token_bitmask(out)
         return out
 
     def accept(self, token_id: int) -> TokenOutcome:
@@ -265,7 +319,12 @@ class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
         return Accepted(token_id, data, self._state_id(), self._m.is_terminated())
 
     def is_accepting(self) -> bool:
-        return bool(self._m.is_completed()) and not self._m.is_terminated()
+        if self._m.is_terminated():
+            return False
+        if FEATURES["is_completed"]:
+            return bool(self._m.is_completed())
+        mask = self.mask()  # releases without is_completed: a stop token is allowed exactly here
+        return any(int(mask[t >> 5]) >> (t & 31) & 1 for t in self._h.eos_ids)
 
     def is_terminated(self) -> bool:
         return bool(self._m.is_terminated())
@@ -278,10 +337,9 @@ class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
         del self._ids[len(self._ids) - k :]
 
     def fork(self) -> XGrammarMatcher:
-        fork = getattr(self._m, "fork", None)
-        if fork is not None:
-            return XGrammarMatcher(self._h, fork(), list(self._ids))
-        native = xgr.GrammarMatcher(self._h.grammar)  # older xgrammar: replay, O(n)
+        if FEATURES["fork"]:
+            return XGrammarMatcher(self._h, self._m.fork(), list(self._ids))
+        native = _native_matcher(self._h.grammar)  # older xgrammar: replay, O(n)
         for t in self._ids:
             if not native.accept_token(t):
                 raise RuntimeError(

@@ -51,10 +51,24 @@ class ByteTokenizer:
 class Engine:
     def __init__(self, vocab: VocabInfo) -> None:
         self.vocab = vocab
-        self.tokenizer = llg.LLTokenizer(
-            llg.TokenizerWrapper(ByteTokenizer(vocab)), eos_token=list(vocab["eos_ids"])
-        )
+        wrapper = llg.TokenizerWrapper(ByteTokenizer(vocab))
+        try:
+            self.tokenizer = llg.LLTokenizer(wrapper, eos_token=list(vocab["eos_ids"]))
+        except TypeError:  # releases before 1.x take one EOS id
+            self.tokenizer = llg.LLTokenizer(wrapper, eos_token=vocab["eos_ids"][0])
         self.limits = llg.LLParserLimits(**OPTIONS["limits"]) if OPTIONS["limits"] else None
+        # json_allow_general_unicode_escapes exists from 1.3; without it llguidance's default applies
+        self.general_escapes = bool(OPTIONS["general_unicode_escapes"]) and self._valid(
+            llg.LLMatcher.grammar_from_json_schema(
+                '{"type": "string"}', overrides={"json_allow_general_unicode_escapes": True}
+            )
+        )
+
+    def _valid(self, grammar: str) -> bool:
+        try:
+            return not llg.LLMatcher(self.tokenizer, grammar, log_level=0).is_error()
+        except ValueError:  # the oldest releases raise for an invalid grammar
+            return False
 
     def grammar(self, spec: dict[str, Any]) -> str:
         kind, source = spec["kind"], spec["source"]
@@ -62,17 +76,20 @@ class Engine:
             if source is False:
                 return str(llg.LLMatcher.grammar_from_json_schema("false"))
             schema = {} if source is True else source
-            overrides: JsonCompileOptions = {
-                "whitespace_flexible": OPTIONS["whitespace_flexible"],
-                "json_allow_general_unicode_escapes": OPTIONS["general_unicode_escapes"],
-            }
+            overrides: JsonCompileOptions = {"whitespace_flexible": OPTIONS["whitespace_flexible"]}
+            if self.general_escapes:
+                overrides["json_allow_general_unicode_escapes"] = True
             return str(llg.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides))
         if kind == "regex":
             return str(llg.LLMatcher.grammar_from_regex(source))
         if kind == "choice":
             if not source:
                 raise Refusal("llguidance: an empty choice list has no grammar form")
-            return str(llg.grammar_from("choice", json.dumps(list(source))))
+            try:
+                return str(llg.grammar_from("choice", json.dumps(list(source))))
+            except ValueError:  # releases without the "choice" format: the same Lark alternatives
+                alternatives = " | ".join(json.dumps(o, ensure_ascii=False) for o in source)
+                return str(llg.LLMatcher.grammar_from_lark(f"start: {alternatives}"))
         text, root = gbnf_parts(source)
         if root != "root":
             import re
@@ -87,18 +104,26 @@ class Engine:
 
     def compile(self, spec: dict[str, Any]) -> str:
         grammar = self.grammar(spec)
-        is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(
-            grammar, self.tokenizer, limits=self.limits
-        )
-        if is_error:
-            raise Refusal("llguidance: " + (messages[0] if messages else "grammar error"))
+        if hasattr(llg.LLMatcher, "validate_grammar_with_warnings"):
+            kwargs = {"limits": self.limits} if self.limits is not None else {}
+            is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(
+                grammar, self.tokenizer, **kwargs
+            )
+            error = (messages[0] if messages else "grammar error") if is_error else ""
+        elif hasattr(llg.LLMatcher, "validate_grammar"):
+            error = str(llg.LLMatcher.validate_grammar(grammar, self.tokenizer))
+        else:
+            error = "" if self._valid(grammar) else "grammar error"
+        if error:
+            raise Refusal("llguidance: " + error)
         return grammar
 
     def is_refusal(self, exc: Exception) -> bool:
         return isinstance(exc, Refusal)
 
     def matcher(self, grammar: str) -> Matcher:
-        native = llg.LLMatcher(self.tokenizer, grammar, log_level=OPTIONS["log_level"], limits=self.limits)
+        kwargs = {"limits": self.limits} if self.limits is not None else {}
+        native = llg.LLMatcher(self.tokenizer, grammar, log_level=OPTIONS["log_level"], **kwargs)
         if native.is_error():
             raise RuntimeError(f"llguidance LLMatcher(): {native.get_error()}")
         return Matcher(self.vocab, native, [])
@@ -125,7 +150,7 @@ class Matcher(HistoryMatcher):
         # consume_token's verdict without entering llguidance's sticky error state (as the adapter)
         if not self.can_take(t):
             return False
-        n = self.native.validate_tokens([t])
+        n = 0 if self.native.is_stopped() else self.native.validate_tokens([t])
         self.check("validate_tokens")
         if n >= 1:
             if not self.native.consume_token(t):
@@ -142,7 +167,7 @@ class Matcher(HistoryMatcher):
         return not self.is_terminated() and bool(self.native.is_accepting())
 
     def undo(self, k: int) -> None:
-        if not self.native.rollback(k):
+        if self.native.rollback(k) is False or self.native.is_error():  # None before 0.7.2x
             raise RuntimeError(f"llguidance rollback: {self.native.get_error()}")
 
     def fork(self) -> Matcher:

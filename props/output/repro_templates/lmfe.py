@@ -48,15 +48,29 @@ class Engine:
             data = b"".join(b for b in (table[i] for i in ids) if b is not None)
             return data.decode("utf-8", errors="replace").rstrip("\ufffd")
 
-        self.data = TokenEnforcerTokenizerData(regular, decode, list(vocab["eos_ids"]), False, vocab["size"])
+        import inspect
+
+        params = inspect.signature(TokenEnforcerTokenizerData.__init__).parameters
+        eos: Any = list(vocab["eos_ids"])
+        if "List" not in str(params["eos_token_id"].annotation):  # one EOS id before 0.10
+            eos = eos[0]
+        if "use_bitmask" in params:
+            self.data = TokenEnforcerTokenizerData(regular, decode, eos, False, vocab["size"])
+        else:
+            self.data = TokenEnforcerTokenizerData(regular, decode, eos)
 
     def compile(self, spec: dict[str, Any]) -> TokenEnforcer:
-        config = CharacterLevelParserConfig(
-            alphabet=self.data.tokenizer_alphabet,
-            max_consecutive_whitespaces=OPTIONS["max_consecutive_whitespaces"],
-            force_json_field_order=False,
-            max_json_array_length=0,
-        )
+        import dataclasses
+
+        fields = {f.name for f in dataclasses.fields(CharacterLevelParserConfig)}
+        options: dict[str, Any] = {"alphabet": self.data.tokenizer_alphabet}
+        if "max_consecutive_whitespaces" in fields:  # config fields from 0.10 (a constant before)
+            options["max_consecutive_whitespaces"] = OPTIONS["max_consecutive_whitespaces"]
+        if "force_json_field_order" in fields:
+            options["force_json_field_order"] = False
+        if "max_json_array_length" in fields:
+            options["max_json_array_length"] = 0
+        config = CharacterLevelParserConfig(**options)
         kind, source = spec["kind"], spec["source"]
         parser: CharacterLevelParser
         if kind == "json_schema":
@@ -99,7 +113,8 @@ class Matcher(HistoryMatcher):
     def allowed_ids(self) -> list[int]:
         if self.is_terminated():
             return []
-        return sorted(set(self.enforcer.get_allowed_tokens(list(self.ids)).allowed_tokens))
+        allowed = self.enforcer.get_allowed_tokens(list(self.ids))
+        return sorted(set(getattr(allowed, "allowed_tokens", allowed)))  # a list before 0.11
 
     def accept(self, t: int) -> bool:
         if not self.can_take(t) or t not in self.allowed_ids():

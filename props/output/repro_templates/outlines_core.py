@@ -13,10 +13,14 @@ from typing import Any
 
 # @template-only end
 import outlines_core as oc
-from outlines_core.json_schema import build_regex_from_schema
+
+try:
+    from outlines_core.json_schema import build_regex_from_schema
+except ImportError:  # 0.1.x
+    from outlines_core.fsm.json_schema import build_regex_from_schema
 
 # @template-only begin
-from props.backends.outlines_core import _escape
+from props.backends.outlines_core import _escape, _escape_python, _FsmGuide, _FsmIndex
 from props.output.repro_templates.common import (
     OPTIONS,
     EngineLike,
@@ -28,7 +32,26 @@ from props.output.repro_templates.common import (
 )
 
 # @template-only end
-# @source props.backends.outlines_core:_META,_escape
+# @source props.backends.outlines_core:_META,_escape,_escape_python,_FsmIndex,_FsmGuide
+
+#: outlines-core 0.2 has Index and Guide; 0.1.x builds its index from a tokenizer object (fsm.guide)
+HAS_INDEX = callable(getattr(oc, "Index", None)) and getattr(oc, "Guide", None) is not None
+
+
+class FsmTokenizer:
+    """What 0.1.x's reduced_vocabulary reads: vocabulary keyed by raw bytes (its byte path)."""
+
+    def __init__(self, vocab: VocabInfo) -> None:
+        self.eos_token_id = min(vocab["eos_ids"])
+        self.eos_token = "</s>"
+        self.special_tokens: set[Any] = set()
+        self.vocabulary: dict[bytes, int] = {}
+        for i, data in enumerate(vocab["token_bytes"]):
+            if data:
+                self.vocabulary.setdefault(data, i)
+
+    def convert_token_to_string(self, token: bytes) -> str:
+        return token.decode("utf-8", errors="replace")
 
 
 class Engine:
@@ -39,7 +62,7 @@ class Engine:
             if data is not None:
                 table.setdefault(data, []).append(i)
         self.eos_id = min(vocab["eos_ids"])  # outlines-core has one EOS id
-        self.oc_vocab = oc.Vocabulary(self.eos_id, table)
+        self.oc_vocab: Any = oc.Vocabulary(self.eos_id, table) if HAS_INDEX else FsmTokenizer(vocab)
 
     def regex(self, spec: dict[str, Any]) -> str:
         kind, source = spec["kind"], spec["source"]
@@ -48,40 +71,63 @@ class Engine:
         if kind == "choice":
             if not source:
                 raise Refusal("outlines-core: an empty choice list has no regex form")
-            return "|".join(_escape(o) for o in source)
+            return "|".join((_escape if HAS_INDEX else _escape_python)(o) for o in source)
         if kind == "json_schema":
+            depth: dict[str, Any] = {}
+            if "max_recursion_depth" in str(getattr(build_regex_from_schema, "__text_signature__", "")):
+                depth["max_recursion_depth"] = OPTIONS["max_recursion_depth"]  # releases that have it
             return str(
                 build_regex_from_schema(
-                    json.dumps(source),
-                    whitespace_pattern=OPTIONS["whitespace_pattern"],
-                    max_recursion_depth=OPTIONS["max_recursion_depth"],
+                    json.dumps(source), whitespace_pattern=OPTIONS["whitespace_pattern"], **depth
                 )
             )
         raise Refusal("outlines-core compiles regular expressions only; GBNF is a context-free grammar")
 
-    def compile(self, spec: dict[str, Any]) -> oc.Index:
+    def compile(self, spec: dict[str, Any]) -> Any:
         regex = self.regex(spec)
         print(f"outlines-core regex: {regex[:300]!r}")
-        return oc.Index(regex, self.oc_vocab)
+        return oc.Index(regex, self.oc_vocab) if HAS_INDEX else _FsmIndex(regex, self.oc_vocab)
 
     def is_refusal(self, exc: Exception) -> bool:
         return isinstance(exc, (Refusal, ValueError))
 
-    def matcher(self, index: oc.Index) -> Matcher:
-        return Matcher(self, index, oc.Guide(index, max_rollback=OPTIONS["max_rollback"]), [], False)
+    def matcher(self, index: Any) -> Matcher:
+        return Matcher(self, index, new_guide(index), [], False)
+
+
+def has_rollback() -> bool:
+    """Guide(max_rollback=...), rollback_state and get_allowed_rollback exist (0.2.1x)."""
+    return (
+        HAS_INDEX
+        and "max_rollback" in str(getattr(oc.Guide, "__text_signature__", ""))
+        and hasattr(oc.Guide, "rollback_state")
+    )
+
+
+def new_guide(index: Any) -> Any:
+    if not HAS_INDEX:
+        return _FsmGuide(index)
+    return oc.Guide(index, max_rollback=OPTIONS["max_rollback"]) if has_rollback() else oc.Guide(index)
+
+
+def advance(guide: Any, t: int) -> None:
+    if HAS_INDEX and "return_tokens" in str(getattr(oc.Guide.advance, "__text_signature__", "")):
+        guide.advance(t, return_tokens=False)
+    else:
+        guide.advance(t)
 
 
 class Matcher(HistoryMatcher):
     """EOS has no Index transition: accepting it ends the matcher (``terminated``), as the adapter."""
 
-    def __init__(
-        self, engine: Engine, index: oc.Index, guide: oc.Guide, ids: list[int], terminated: bool
-    ) -> None:
+    def __init__(self, engine: Engine, index: Any, guide: Any, ids: list[int], terminated: bool) -> None:
         super().__init__(engine.vocab, ids)
         self.engine, self.index, self.guide, self.terminated = engine, index, guide, terminated
 
     def raw_allowed(self) -> list[int]:
         size = self.vocab["size"]
+        if not hasattr(self.guide, "write_mask_into"):  # releases before 0.2.1x
+            return sorted(t for t in self.guide.get_tokens() if t < size)
         n = (size + 31) // 32
         buf = (ctypes.c_int32 * n)()
         self.guide.write_mask_into(ctypes.addressof(buf), n, 4)
@@ -100,7 +146,7 @@ class Matcher(HistoryMatcher):
             return True
         if self.index.get_next_state(self.guide.get_state(), t) is None:
             return False
-        self.guide.advance(t, return_tokens=False)
+        advance(self.guide, t)
         self.ids.append(t)
         return True
 
@@ -110,10 +156,10 @@ class Matcher(HistoryMatcher):
     def is_terminated(self) -> bool:
         return self.terminated
 
-    def replay(self, ids: list[int]) -> oc.Guide:
-        guide = oc.Guide(self.index, max_rollback=OPTIONS["max_rollback"])
+    def replay(self, ids: list[int]) -> Any:
+        guide = new_guide(self.index)
         for t in ids:
-            guide.advance(t, return_tokens=False)
+            advance(guide, t)
         return guide
 
     def rollback(self, k: int) -> None:
@@ -123,7 +169,7 @@ class Matcher(HistoryMatcher):
             k -= 1
         if k == 0:
             return
-        if k <= self.guide.get_allowed_rollback():
+        if has_rollback() and k <= self.guide.get_allowed_rollback():
             self.guide.rollback_state(k)
             del self.ids[len(self.ids) - k :]
         else:

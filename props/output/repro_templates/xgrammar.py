@@ -63,7 +63,17 @@ class Engine:
         return isinstance(exc, Refusal) or (isinstance(exc, RuntimeError) and "Check failed" not in str(exc))
 
     def matcher(self, compiled: xgr.CompiledGrammar) -> Matcher:
-        return Matcher(self.vocab, compiled, xgr.GrammarMatcher(compiled), [])
+        return Matcher(self.vocab, compiled, native_matcher(compiled), [])
+
+
+def native_matcher(compiled: xgr.CompiledGrammar) -> xgr.GrammarMatcher:
+    import inspect
+
+    # releases before 0.1.2x keep no rollback history unless asked (max_rollback_tokens defaults to 0)
+    param = inspect.signature(xgr.GrammarMatcher.__init__).parameters.get("max_rollback_tokens")
+    if param is not None and param.default == 0:
+        return xgr.GrammarMatcher(compiled, max_rollback_tokens=1 << 20)
+    return xgr.GrammarMatcher(compiled)
 
 
 class Matcher(HistoryMatcher):
@@ -93,7 +103,11 @@ class Matcher(HistoryMatcher):
         return ok
 
     def is_accepting(self) -> bool:
-        return bool(self.native.is_completed()) and not self.native.is_terminated()
+        if self.native.is_terminated():
+            return False
+        if hasattr(self.native, "is_completed"):
+            return bool(self.native.is_completed())
+        return any(t in self.vocab["eos_ids"] for t in self.allowed_ids())  # releases without is_completed
 
     def undo(self, k: int) -> None:
         self.native.rollback(k)
@@ -102,7 +116,7 @@ class Matcher(HistoryMatcher):
         fork = getattr(self.native, "fork", None)
         if fork is not None:
             return Matcher(self.vocab, self.compiled, fork(), list(self.ids))
-        native = xgr.GrammarMatcher(self.compiled)
+        native = native_matcher(self.compiled)
         for t in self.ids:
             native.accept_token(t)
         return Matcher(self.vocab, self.compiled, native, list(self.ids))
