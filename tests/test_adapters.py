@@ -26,7 +26,7 @@ from props.contract.backend import Accepted, Backend, BackendMatcher, Compiled, 
 from refdecoder import Choice, Gbnf, JsonSchema, Regex
 from refdecoder._tokens import num_words, pack_ids, unpack_mask
 
-THIRD_PARTY = ["xgrammar", "llguidance", "outlines-core", "lm-format-enforcer"]
+THIRD_PARTY = ["xgrammar", "xgrammar-hf", "llguidance", "outlines-core", "lm-format-enforcer"]
 
 if TYPE_CHECKING:  # the mypy-level half of the typing test: each adapter is assignable to the protocols
     from props.backends.llguidance import LLGuidanceBackend, LLGuidanceMatcher
@@ -112,6 +112,14 @@ def _raw_mask(name: str, compiled: Compiled, prefix: list[int], vocab_size: int)
         out = np.zeros(n, dtype=np.int32)
         xm.fill_next_token_bitmask(out)
         return out
+    if name == "xgrammar-hf":  # xgrammar's transformers processor, called as generate calls it
+        import torch
+        from xgrammar.contrib import hf as xgr_hf
+
+        proc: Any = xgr_hf.LogitsProcessor(h.grammar)
+        for k in range(len(prefix) + 1):
+            scores = proc(torch.tensor([[0, *prefix[:k]]]), torch.zeros(1, h.width))
+        return pack_ids(torch.nonzero(scores[0, :vocab_size] == 0).flatten().numpy(), vocab_size)
     if name == "llguidance":
         import llguidance as llg
 

@@ -25,7 +25,7 @@ __all__ = [
     "open_database",
 ]
 
-BUILTIN_TARGETS: tuple[str, ...] = ("invariants", "reference", "sampler", "serving")
+BUILTIN_TARGETS: tuple[str, ...] = ("invariants", "reference", "sampler", "serving", "hostile")
 
 
 class FuzzUsageError(MaskcertError, ValueError):
@@ -78,6 +78,10 @@ def check_database(spec: str) -> str:
     return spec
 
 
+#: How long a Redis example database keeps retrying a command while its server is unreachable.
+REDIS_RETRY_S = 30.0
+
+
 def open_database(spec: str) -> ExampleDatabase:
     """The Hypothesis example database a (checked) spec names; Redis is imported only when used."""
     if "://" not in spec:
@@ -91,13 +95,31 @@ def open_database(spec: str) -> ExampleDatabase:
         raise FuzzUsageError(
             "--db", spec, f"the redis package installed (pip install 'maskcert[redis]'): {e}"
         ) from e
-    client = redis.Redis(
-        host=parts.hostname or "localhost", port=parts.port or 6379, db=int(parts.path.strip("/") or 0)
-    )
+    from redis.backoff import ExponentialBackoff, NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from redis.retry import Retry
+
+    where: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": parts.port or 6379,
+        "db": int(parts.path.strip("/") or 0),
+        "socket_connect_timeout": 2.0,
+    }
+    probe = redis.Redis(**where, retry=Retry(NoBackoff(), 0))
     try:
-        client.ping()
+        probe.ping()
     except Exception as e:  # noqa: BLE001 - any connection failure is the same usage error
         raise FuzzUsageError("--db", spec, f"a Redis server that answers ({e})") from e
+    finally:
+        probe.close()
+    # Once it answered, a server that restarts mid-campaign (an upgrade, a failover) is waited for,
+    # up to about REDIS_RETRY_S, instead of losing the example being saved: commands reconnect and retry.
+    client = redis.Redis(
+        **where,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), int(REDIS_RETRY_S / 0.5) + 4),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+    )
     return RedisExampleDatabase(client, key_prefix=b"maskcert-fuzz:")
 
 

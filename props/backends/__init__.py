@@ -7,6 +7,14 @@ against the adapters' signatures). The certifier, the worker subprocess, reprodu
 ``maskcert doctor`` and ``ci/fuzz.sh`` all read this table; nothing else lists backends.
 
 ``reference`` always loads; a third-party engine loads when its package is installed.
+
+Versions. ``tested`` is the range of releases the adapter supports by feature detection (each adapter
+module's "Releases" note says what it detects), from the oldest release it drives to the newest it
+was run on; ``releases`` names the releases it was run on (``ci/versions.sh`` certifies the
+oldest and the newest). A release below the range is refused before anything runs
+(:func:`check_version`, a usage error naming the range); above it, the adapter is tried, and an API
+it cannot find is a usage error too (:mod:`props.contract.attribution`). ``--backend NAME==VERSION``
+runs a release from the engine cache (:mod:`props.backends.engines`, :func:`engine_request`).
 """
 
 from __future__ import annotations
@@ -14,8 +22,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.compat import version_of
@@ -29,15 +41,20 @@ __all__ = [
     "load_backend",
     "adapter_class",
     "BackendUnavailable",
+    "UnsupportedVersion",
     "engine_version",
+    "check_version",
+    "engine_request",
 ]
 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """A registered backend. ``tested`` is a PEP 440 specifier of the engine versions the adapter's
-    tests passed on; ``defaults`` the adapter constructor's defaults for the options a reproducer
-    replays."""
+    """A registered backend. ``tested`` is a PEP 440 specifier of the engine versions the adapter
+    supports (``>=oldest,<=newest``: see the module docstring), ``releases`` the releases it was run
+    on (oldest first: ``tests/test_engines.py`` drives each from the engine cache, ``ci/versions.sh``
+    certifies the oldest and the newest); ``defaults`` the adapter constructor's defaults for the
+    options a reproducer replays."""
 
     name: str
     adapter: str  # "module:Class"
@@ -45,9 +62,27 @@ class BackendInfo:
     distribution: str
     tested: str
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    releases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
+        try:
+            spec = SpecifierSet(self.tested)
+            for v in self.releases:
+                if Version(v) not in spec:
+                    raise ValueError(
+                        f"{self.name}: certified release {v} lies outside tested {self.tested!r}"
+                    )
+        except (InvalidSpecifier, InvalidVersion) as e:
+            raise ValueError(f"{self.name}: tested {self.tested!r} / releases {self.releases}: {e}") from e
+
+    @property
+    def oldest(self) -> str | None:
+        """The lower bound of ``tested`` (``>=X`` or ``==X``), None when it has none."""
+        for s in SpecifierSet(self.tested):
+            if s.operator in (">=", "==", "~="):
+                return s.version
+        return None
 
 
 REGISTRY: Mapping[str, BackendInfo] = MappingProxyType(
@@ -67,7 +102,7 @@ REGISTRY: Mapping[str, BackendInfo] = MappingProxyType(
                 "props.backends.xgrammar:XGrammarBackend",
                 "xgrammar",
                 "xgrammar",
-                "==0.2.9",
+                ">=0.1.17,<=0.2.9",
                 {
                     "any_whitespace": True,
                     "max_whitespace_cnt": None,
@@ -75,35 +110,58 @@ REGISTRY: Mapping[str, BackendInfo] = MappingProxyType(
                     "max_threads": 8,
                     "cache_enabled": True,
                 },
+                ("0.1.17", "0.1.19", "0.1.23", "0.2.9"),
+            ),
+            # xgrammar's transformers LogitsProcessor (xgrammar.contrib.hf), driven as model.generate
+            # drives it on padded logits: certifies the glue users run (props/backends/xgrammar_hf.py).
+            BackendInfo(
+                "xgrammar-hf",
+                "props.backends.xgrammar_hf:XGrammarHFBackend",
+                "xgrammar",
+                "xgrammar",
+                ">=0.2.9,<=0.2.9",
+                {
+                    "any_whitespace": True,
+                    "max_whitespace_cnt": None,
+                    "strict_mode": True,
+                    "max_threads": 8,
+                    "cache_enabled": True,
+                    "pad_to": 64,
+                    "tokenizer_info": "huggingface",
+                },
+                ("0.2.9",),
             ),
             BackendInfo(
                 "llguidance",
                 "props.backends.llguidance:LLGuidanceBackend",
                 "llguidance",
                 "llguidance",
-                "==1.9.1",
+                ">=0.7.1,<=1.9.1",
                 {
                     "whitespace_flexible": True,
                     "general_unicode_escapes": True,
                     "limits": None,
                     "log_level": 1,
                 },
+                ("0.7.1", "0.7.30", "1.2.0", "1.9.1"),
             ),
             BackendInfo(
                 "outlines-core",
                 "props.backends.outlines_core:OutlinesCoreBackend",
                 "outlines_core",
                 "outlines-core",
-                "==0.2.14",
+                ">=0.1.14,<=0.2.14",
                 {"whitespace_pattern": r"[ \t\n\r]?", "max_recursion_depth": 3, "max_rollback": 4096},
+                ("0.1.14", "0.1.26", "0.2.2", "0.2.14"),
             ),
             BackendInfo(
                 "lm-format-enforcer",
                 "props.backends.lmfe:LMFormatEnforcerBackend",
                 "lmformatenforcer",
                 "lm-format-enforcer",
-                "==0.11.3",
+                ">=0.9.6,<=0.11.3",
                 {"max_consecutive_whitespaces": 12},
+                ("0.9.6", "0.10.12", "0.11.3"),
             ),
         )
     }
@@ -168,3 +226,61 @@ def load_backend(name: str, **options: Any) -> Any:
         if why is None:
             raise
         raise AdapterFault(name, engine_version(name) or "unknown", "start", why) from e
+
+
+class UnsupportedVersion(BackendUnavailable):
+    """An engine release below the range its adapter supports (a usage error naming the range)."""
+
+    def __init__(self, name: str, version: str, tested: str, distribution: str) -> None:
+        self.backend = name
+        self.version = version
+        self.tested = tested
+        super().__init__(
+            f"{name} {version} is below the releases maskcert's adapter supports ({distribution}{tested}); "
+            f"expected a release in that range (e.g. --backend {name}=={tested.split(',')[0].lstrip('>=~')})"
+        )
+
+
+def check_version(name: str, version: str | None) -> None:
+    """:class:`UnsupportedVersion` when ``version`` of registered backend ``name`` lies below its
+    ``tested`` range (an unparsable version or an unregistered name passes: nothing is known)."""
+    info = REGISTRY.get(name)
+    if info is None or version is None or info.oldest is None:
+        return
+    try:
+        below = Version(version) < Version(info.oldest)
+    except InvalidVersion:
+        return
+    if below:
+        raise UnsupportedVersion(name, version, info.tested, info.distribution)
+
+
+def engine_request(backend: str, *, install: bool = True) -> tuple[str, Path | None]:
+    """``NAME`` or ``NAME==VERSION`` -> the backend name and the directory of that release in the
+    engine cache (None for a plain name: the environment's release). Installs on a miss unless
+    ``install`` is false (then a miss is :class:`BackendUnavailable`). Raises
+    :class:`UnsupportedVersion` below the tested range, ``BackendUnavailable`` for an unregistered
+    name with a version, :class:`~props.backends.engines.EngineInstallError` when pip fails."""
+    from props.backends import engines
+
+    try:
+        request = engines.parse_request(backend)
+    except ValueError as e:
+        raise BackendUnavailable(f"--backend {e}") from e
+    if request.version is None:
+        return backend, None
+    info = REGISTRY.get(request.name)
+    if info is None or info.name == "reference":
+        raise BackendUnavailable(
+            f"--backend {backend!r}: a version can be given for a registered engine only "
+            f"({', '.join(ENGINES)}), expected NAME==VERSION with one of those names"
+        )
+    check_version(info.name, request.version)
+    path = engines.cached_engine(info.distribution, request.version)
+    if path is None:
+        if not install:
+            raise BackendUnavailable(
+                f"{info.distribution}=={request.version} is not in the engine cache ({engines.cache_root()})"
+            )
+        path = engines.install_engine(info.distribution, request.version)
+    return info.name, path
