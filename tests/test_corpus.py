@@ -353,7 +353,7 @@ def _shared(sub: str) -> Path:
 
 
 def test_corpus_names() -> None:
-    assert set(corpus_names()) == {"builtin", "json-schema-test-suite", "jsonschemabench"}
+    assert set(corpus_names()) == {"builtin", "features", "json-schema-test-suite", "jsonschemabench"}
     assert load_corpus("builtin", limit=3) == BUILTIN[:3]
     assert load_corpus("builtin:stride=10") == BUILTIN[::10]
 

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import refdecoder
 from props.contract.findings import SpecKind, SpecRef
+from props.corpus import _load
 from props.corpus._errors import CorpusError
 from props.corpus._load import Case, Corpus, corpus_names, load_corpus
 from props.corpus._serialize import serializations
 from props.corpus._validate import profile_of, validate_instance, validate_output
+from props.corpus.features import feature_cases
+
+_load.GENERATED[_load.FEATURES] = feature_cases  # load_corpus("features"): the feature probe suite
 
 __all__ = [
     "Case",

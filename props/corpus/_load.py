@@ -16,12 +16,18 @@ from typing import Any
 from props.contract.findings import SpecKind, SpecRef
 from props.corpus import _schema
 from props.corpus._errors import CorpusError
+from refdecoder import Limits, read_spec_json, read_spec_text
+from refdecoder.errors import SpecFileError
 
 __all__ = ["Case", "Corpus", "load_corpus", "corpus_names", "BUILTIN", "SUITE", "BENCH"]
 
 BUILTIN = "builtin"
 SUITE = "json-schema-test-suite"
 BENCH = "jsonschemabench"
+FEATURES = "features"  # the feature probe suite (props.corpus.features), the builtin corpus's complement
+# Corpora other modules of this package generate, registered by props/corpus/__init__.py (so that this
+# module imports none of them): name -> its cases, each covering one feature id (``covers[0]``).
+GENERATED: dict[str, Callable[[], list[Case]]] = {}
 _KINDS = ("json_schema", "regex", "gbnf", "choice")
 # The external suites' instances are parsed JSON values (never a repeated key), so reading them with
 # repeated undeclared keys allowed gives the default profile's verdicts and lets open objects compile
@@ -58,7 +64,7 @@ class Corpus(list[Case]):
 
 def corpus_names() -> tuple[str, ...]:
     """The named corpora :func:`load_corpus` knows (besides file and directory paths)."""
-    return (BUILTIN, SUITE, BENCH)
+    return (BUILTIN, SUITE, BENCH, *GENERATED)
 
 
 # -- names and options ------------------------------------------------------------------------------
@@ -131,6 +137,11 @@ def load_corpus(name: str | Path, *, limit: int | None = None, stride: int | Non
         return Corpus(_select([cases], lim, step))
     if base == SUITE:
         return _suite(subset, lim, step)
+    if base in GENERATED:  # 'features' or 'features:json_schema/not' (a feature id or prefix)
+        probes = [c for c in GENERATED[base]() if subset is None or c.covers[0].startswith(subset)]
+        if not probes:
+            raise CorpusError(f"corpus {text!r}", f"'{base}' or '{base}:PREFIX' naming a feature id prefix")
+        return Corpus(_select([probes], lim, step))
     return _bench(subset, lim, step)
 
 
@@ -360,15 +371,25 @@ def _regex_file(f: Path, corpus: str, out: Corpus) -> None:
             out.append(Case(SpecRef(SpecKind.REGEX, line, f"{f.stem}:{n}", corpus), covers=("regex",)))
 
 
+# A corpus file may hold many specs with their instances: larger than one spec may be (each spec is
+# checked against Limits.schema_bytes again when it is compiled), but never unbounded.
+_FILE_LIMITS = Limits(schema_bytes=64_000_000)
+
+
 def _read_text(f: Path) -> str:
     try:
-        return f.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        data = f.read_bytes()
+    except OSError as e:
         raise CorpusError(str(f), "a readable UTF-8 file", str(e)) from e
+    try:
+        return read_spec_text(data, str(f), expected="a UTF-8 spec file", limits=_FILE_LIMITS)
+    except SpecFileError as e:
+        raise CorpusError(e.path, e.expected, e.detail) from None
 
 
 def _read_json(text: str, where: str) -> Any:
+    """One JSON document (refdecoder's reader: depth checked before parsing, line and column)."""
     try:
-        return json.loads(text)
-    except ValueError as e:
-        raise CorpusError(where, "a JSON document", str(e)) from e
+        return read_spec_json(text.encode("utf-8"), where, limits=_FILE_LIMITS)
+    except SpecFileError as e:
+        raise CorpusError(e.path, e.expected, e.detail) from None

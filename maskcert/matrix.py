@@ -1,0 +1,393 @@
+"""``maskcert matrix``: the feature conformance matrix (issue 16).
+
+Theory of operation. The probe suite (:data:`props.corpus.features.FEATURES`: every JSON Schema
+keyword and format, the regex and GBNF features, each with probes alone, next to siblings and nested)
+is certified on each engine with :func:`maskcert.certification.certify` — valid walks with masks
+compared at every step, the targeted invalid instances of :mod:`props.checks.targeted`, other legal
+spellings, an adversarial walk and the serving checks; Hypothesis searches are off (``examples=0``), so
+a run is bounded and deterministic. Each engine's full report (findings with certificates, reproducer
+scripts) is written under ``OUT/<engine>/``; the matrix folds it into one status per engine × feature:
+
+* ``crash`` — a backend exception or death on some probe;
+* ``unsound+incomplete``, ``unsound``, ``incomplete`` — a soundness, refusal-hygiene or EOS-offered
+  finding (it let an invalid output or a dead token through) and/or a completeness, liveness, UTF-8
+  or EOS-withheld finding (it blocked a valid one);
+* ``limits`` — a resource limit (timeout, memory) and nothing worse;
+* ``refused`` — every probe was refused at compile time (the honest answer);
+* ``exact`` — no finding on the probes it compiled;
+* ``not_run`` — the budget ran out before any of its probes; ``internal_error`` — maskcert failed
+  (report it: a bug of maskcert, never the engine's).
+
+Serving findings (fork, rollback, jump-forward, ...) do not change a cell's status; they are listed
+with its defects. ``matrix.json`` (the schema below), ``matrix.md`` and ``matrix.html`` (engines side by
+side, a colour per status, each defect linked to its proof in the engine's ``report.html``) are
+written by :meth:`Matrix.write`.
+
+``matrix.json``::
+
+    {"engines": [{"name", "version", "report"}], "tokenizer": {...},
+     "features": [{"id", "kind", "description"}],
+     "cells": [{"engine", "feature", "status", "probes": {"checked", "refused"},
+                "defects": [{"id", "invariant", "summary", "spec", "finding", "targets", "witness",
+                             "link", "repro"}]}],
+     "counts": {engine: {status: n}}}
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from maskcert.certification import CertifyError, Report, certify, load_vocabularies
+from props.checks.defects import group, reference_grammars
+from props.contract.findings import Finding, Invariant
+from props.corpus.features import FEATURES, Feature
+
+__all__ = ["STATUSES", "Matrix", "MatrixError", "run_matrix", "cell_status", "select_features"]
+
+STATUSES = (
+    "exact",
+    "refused",
+    "unsound",
+    "incomplete",
+    "unsound+incomplete",
+    "crash",
+    "limits",
+    "not_run",
+    "internal_error",
+)
+_UNSOUND = frozenset({Invariant.SOUNDNESS, Invariant.EOS, Invariant.REFUSAL})
+_INCOMPLETE = frozenset(
+    {
+        Invariant.COMPLETENESS_CANONICAL,
+        Invariant.COMPLETENESS_TOKEN,
+        Invariant.COMPLETENESS_BYTE,
+        Invariant.LIVENESS,
+        Invariant.UTF8,
+    }
+)
+_COLOURS = {
+    "exact": "#c8f7c5",
+    "refused": "#dfe6ee",
+    "unsound": "#f4a7a3",
+    "incomplete": "#fbe3a1",
+    "unsound+incomplete": "#e58ad0",
+    "crash": "#8b0000",
+    "limits": "#c9c0ff",
+    "not_run": "#ffffff",
+    "internal_error": "#999999",
+}
+
+
+class MatrixError(CertifyError):
+    """Bad ``maskcert matrix`` input (an unknown feature selector, no engine), naming it."""
+
+
+def select_features(selectors: Sequence[str] = ()) -> list[Feature]:
+    """The features whose id equals or starts with one of ``selectors`` (all when none given)."""
+    if not selectors:
+        return list(FEATURES)
+    out = [f for f in FEATURES if any(f.id == s or f.id.startswith(s.rstrip("/") + "/") for s in selectors)]
+    if not out:
+        raise MatrixError(
+            f"--feature {', '.join(selectors)}: expected a feature id or prefix such as json_schema/not, "
+            f"json_schema/format or regex (ids: {', '.join(f.id for f in FEATURES[:6])}, ...)"
+        )
+    return out
+
+
+def _feature_of(spec_name: str) -> str:
+    return spec_name.split("#", 1)[0]
+
+
+def cell_status(findings: Sequence[Finding], checked: int, refused: int, internal: int, seen: int) -> str:
+    """The status of one cell from its findings and how many of its probes were checked, refused by
+    the backend, failed inside maskcert, or reached at all (see the module doc)."""
+    invariants = {f.invariant for f in findings}
+    if Invariant.CRASH in invariants:
+        return "crash"
+    # EOS both ways: offered where the reference masks it lets an invalid output end (unsound),
+    # withheld where the reference allows it blocks a valid one (incomplete).
+    withheld = any(f.invariant == Invariant.EOS and f.reference_allows is True for f in findings)
+    offered = any(f.invariant == Invariant.EOS and f.reference_allows is not True for f in findings)
+    unsound = bool(invariants & (_UNSOUND - {Invariant.EOS})) or offered
+    incomplete = bool(invariants & _INCOMPLETE) or withheld
+    if unsound and incomplete:
+        return "unsound+incomplete"
+    if unsound:
+        return "unsound"
+    if incomplete:
+        return "incomplete"
+    if Invariant.LIMITS in invariants:
+        return "limits"
+    if internal:
+        return "internal_error"
+    if seen == 0:
+        return "not_run"
+    if checked == 0 and refused > 0:
+        return "refused"
+    return "exact"
+
+
+@dataclass
+class Matrix:
+    """The outcome of :func:`run_matrix`: ``data`` is matrix.json's content; ``reports`` each engine's
+    certify report (written under ``OUT/<engine>/`` by :meth:`write`)."""
+
+    data: dict[str, Any]
+    reports: dict[str, Report] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = {}
+        for c in self.data["cells"]:
+            out.setdefault(c["engine"], Counter())[c["status"]] += 1
+        return out
+
+    def write(self, out: str | Path) -> dict[str, Path]:
+        """matrix.json, matrix.md and matrix.html under ``out`` (the engine reports are already there)."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {"json": out / "matrix.json", "md": out / "matrix.md", "html": out / "matrix.html"}
+        paths["json"].write_text(json.dumps(self.data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        paths["md"].write_text(render_markdown(self.data), encoding="utf-8")
+        paths["html"].write_text(render_html(self.data), encoding="utf-8")
+        return paths
+
+
+def _cells(engine: str, features: Sequence[Feature], report: Report) -> list[dict[str, Any]]:
+    by_feature: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        by_feature.setdefault(_feature_of(f.spec.name), []).append(f)
+    refused: Counter[str] = Counter()
+    reference_refused: Counter[str] = Counter()
+    for r in report.data.get("refusals", []):
+        fid = _feature_of(str(r.get("spec", "")))
+        if r.get("side") in ("backend", "both"):
+            refused[fid] += 1
+        else:
+            reference_refused[fid] += 1
+    internal: Counter[str] = Counter(
+        _feature_of(e.split(" / ", 1)[0]) for e in report.data.get("internal_errors", [])
+    )
+    walked: Counter[str] = Counter()
+    for entry in report.data.get("instances", {}).get("per_spec", []):
+        walked[_feature_of(str(entry.get("spec", "")))] += 1
+    grammar_of = report.grammar_of or reference_grammars()
+    cells: list[dict[str, Any]] = []
+    for feat in features:
+        fid = feat.id
+        found = by_feature.get(fid, [])
+        # Probes reached: checked ones have an instances entry; refused ones a refusal entry.
+        checked = max(0, walked[fid] - reference_refused[fid])
+        seen = walked[fid] + refused[fid] + internal[fid]
+        status = cell_status(found, checked, refused[fid], internal[fid], seen)
+        defects = []
+        for d in group(found, grammar_of):
+            ex = d.example
+            cert = ex.certificate or {}
+            witness = cert.get("completion") or cert.get("witness") or cert.get("invalid_text")
+            if isinstance(witness, dict):  # a certificate read back from JSON: {"hex", "text"}
+                witness = bytes.fromhex(str(witness.get("hex", "")))
+            defects.append(
+                {
+                    "id": d.id,
+                    "invariant": str(d.invariant),
+                    "summary": d.summary(),
+                    "spec": ex.spec.name,
+                    "finding": ex.id,
+                    "targets": cert.get("targets"),
+                    "witness": witness.decode("utf-8", "backslashreplace")[:200]
+                    if isinstance(witness, bytes)
+                    else None,
+                    "link": f"{engine}/report.html#finding-{ex.id}",
+                    "repro": f"{engine}/{ex.repro}" if ex.repro else None,
+                }
+            )
+        cells.append(
+            {
+                "engine": engine,
+                "feature": fid,
+                "status": status,
+                "probes": {
+                    "total": len(feat.probes),
+                    "checked": checked,
+                    "refused": refused[fid],
+                    "reference_refused": reference_refused[fid],
+                },
+                "defects": defects,
+            }
+        )
+    return cells
+
+
+def run_matrix(
+    backends: Sequence[str] = ("reference",),
+    *,
+    tokenizer: Any = "bpe",
+    features: Sequence[str] = (),
+    out: str | Path | None = None,
+    budget_s: float | None = None,
+    seed: int = 0,
+    strings: int = 2,
+    progress: bool = False,
+) -> Matrix:
+    """Certify each backend on the probes of the selected features (all by default) over one
+    tokenizer and fold the findings into the matrix (module doc); with ``out``, write every engine's
+    report under ``out/<engine>/`` and the matrix files under ``out``."""
+    if not backends:
+        raise MatrixError("maskcert matrix: expected at least one --backend")
+    chosen = select_features(features)
+    cases = [c for f in chosen for c in f.probes]
+    vocab = load_vocabularies([tokenizer])[0]
+    engines: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = []
+    reports: dict[str, Report] = {}
+    started = time.monotonic()
+    for name in backends:
+        per_engine = None if budget_s is None else max(1.0, budget_s / len(backends))
+        report = certify(
+            name,
+            tokenizers=[vocab],
+            corpus=(),
+            cases=cases,
+            examples=0,
+            strings=strings,
+            seed=seed,
+            minimize_s=0,
+            budget_s=per_engine,
+            out=None if out is None else Path(out) / name,
+            progress=progress,
+        )
+        backend = report.data["backend"]
+        engines.append(
+            {
+                "name": backend["name"],
+                "version": backend["version"],
+                "report": f"{name}/report.html",
+                "complete": report.data["complete"],
+            }
+        )
+        reports[name] = report
+        cells += _cells(name, chosen, report)
+    data: dict[str, Any] = {
+        "matrix_version": 1,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tokenizer": {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint},
+        "seconds": round(time.monotonic() - started, 1),
+        "statuses": list(STATUSES),
+        "engines": engines,
+        "features": [f.to_json() for f in chosen],
+        "cells": cells,
+    }
+    matrix = Matrix(data, reports)
+    data["counts"] = {e: dict(sorted(c.items())) for e, c in matrix.counts().items()}
+    if out is not None:
+        matrix.write(out)
+    return matrix
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _engine_keys(data: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(c["engine"] for c in data["cells"]))
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    """matrix.md: counts per engine, then one row per feature with each engine's status."""
+    engines = _engine_keys(data)
+    cell = {(c["engine"], c["feature"]): c for c in data["cells"]}
+    versions = {e["report"].split("/")[0]: e["version"] for e in data["engines"]}
+    lines = [
+        "# maskcert feature matrix",
+        "",
+        f"Tokenizer `{data['tokenizer']['name']}` ({data['tokenizer']['size']} tokens); {len(data['features'])} "
+        f"features; {data['seconds']} s. Statuses: {', '.join(data['statuses'])}.",
+        "",
+        "## Counts",
+        "",
+        "| engine | version | " + " | ".join(data["statuses"]) + " |",
+        "|---|---|" + "---|" * len(data["statuses"]),
+    ]
+    for e in engines:
+        counts = data["counts"].get(e, {})
+        lines.append(
+            f"| {e} | {versions.get(e, '')} | "
+            + " | ".join(str(counts.get(s, 0)) for s in data["statuses"])
+            + " |"
+        )
+    lines += [
+        "",
+        "## Features",
+        "",
+        "| feature | " + " | ".join(engines) + " |",
+        "|---|" + "---|" * len(engines),
+    ]
+    for f in data["features"]:
+        row = []
+        for e in engines:
+            c = cell.get((e, f["id"]))
+            if c is None:
+                row.append("")
+                continue
+            links = ", ".join(f"[{d['id']}]({d['link']})" for d in c["defects"][:3])
+            row.append(c["status"] + (f" ({links})" if links else ""))
+        lines.append(f"| `{f['id']}` | " + " | ".join(row) + " |")
+    unsound = [c for c in data["cells"] if "unsound" in c["status"]]
+    if unsound:
+        lines += ["", "## Unsound cells", ""]
+        for c in unsound:
+            d = next((d for d in c["defects"] if d["invariant"] in ("soundness", "eos", "refusal")), None)
+            what = f"{d['summary']} — witness {d['witness']!r}" if d else ""
+            lines.append(f"- {c['engine']} × `{c['feature']}`: {what}")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(data: dict[str, Any]) -> str:
+    """matrix.html: engines side by side, a colour per status, each defect linked to its proof."""
+    engines = _engine_keys(data)
+    cell = {(c["engine"], c["feature"]): c for c in data["cells"]}
+    h = html.escape
+    head = "".join(f"<th>{h(e)}</th>" for e in engines)
+    rows = []
+    for f in data["features"]:
+        tds = []
+        for e in engines:
+            c = cell.get((e, f["id"]))
+            if c is None:
+                tds.append("<td></td>")
+                continue
+            links = "<br>".join(
+                f'<a href="{h(d["link"])}" title="{h(d["summary"])}">{h(d["id"])}</a> {h(d["invariant"])}'
+                for d in c["defects"]
+            )
+            tds.append(
+                f'<td style="background:{_COLOURS.get(c["status"], "#fff")}" class="{h(c["status"])}">'
+                f"<b>{h(c['status'])}</b>{'<br>' + links if links else ''}</td>"
+            )
+        rows.append(
+            f'<tr><th title="{h(f["description"])}"><code>{h(f["id"])}</code></th>{"".join(tds)}</tr>'
+        )
+    legend = " ".join(
+        f'<span style="background:{_COLOURS[s]};padding:2px 6px">{h(s)}</span>' for s in data["statuses"]
+    )
+    counts = "".join(
+        f"<tr><th>{h(e)}</th>"
+        + "".join(f"<td>{data['counts'].get(e, {}).get(s, 0)}</td>" for s in data["statuses"])
+        + "</tr>"
+        for e in engines
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>maskcert feature matrix</title>"
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
+        "padding:3px 6px;font-size:13px;vertical-align:top}th{text-align:left}</style></head><body>"
+        f"<h1>maskcert feature matrix</h1><p>Tokenizer <code>{h(data['tokenizer']['name'])}</code> "
+        f"({data['tokenizer']['size']} tokens), {len(data['features'])} features. {legend}</p>"
+        f"<table><tr><th>engine</th>{''.join(f'<th>{h(s)}</th>' for s in data['statuses'])}</tr>{counts}</table><br>"
+        f"<table><tr><th>feature</th>{head}</tr>{''.join(rows)}</table></body></html>\n"
+    )
