@@ -28,14 +28,15 @@ shards (vocabulary, case) pairs over that many processes, each with its own back
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import math
 import random
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
+from props.checks.coverage import coverage_walks
 from props.checks.defects import Defect, Reduced, group, minimize_defect, reference_grammars
 from props.checks.invariants import (
     UNDECIDED,
@@ -69,6 +71,7 @@ from props.checks.properties import (
     valid_walk_property,
 )
 from props.checks.stateful import machine_for
+from props.checks.targeted import check_targeted, check_targeted_refusal
 from props.checks.witness import shortest_completion
 from props.contract.attribution import AdapterFault
 from props.contract.backend import DeclaredProfile
@@ -85,9 +88,9 @@ from props.contract.findings import (
     dedupe,
 )
 from props.corpus import Case, load_corpus
-from refdecoder import JsonProfile
+from refdecoder import JsonProfile, Limits, read_spec_text
 from refdecoder import Matcher as RefMatcher
-from refdecoder.errors import MaskcertError
+from refdecoder.errors import MaskcertError, SpecFileError
 
 __all__ = [
     "certify",
@@ -158,6 +161,7 @@ class CaseResult:
     # Instances walked by "valid|invalid/source", and why a source produced none (Target.instances).
     instances: Counter[str] = field(default_factory=Counter)
     instance_notes: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (Target.phases)
 
 
 def _search_settings(examples: int, steps: int = 12) -> settings:
@@ -235,14 +239,17 @@ def certify_case(
     examples: int = 8,
     strings: int = 3,
     deadline: float | None = None,
+    limits: Limits | None = None,
 ) -> CaseResult:
-    """Every invariant on one case and one vocabulary (see the module doc)."""
+    """Every invariant on one case and one vocabulary (see the module doc); ``limits`` bound the
+    reference's compile (default :class:`refdecoder.Limits`)."""
     t0 = time.perf_counter()
     rng = random.Random(f"{seed}/{case.name}/{vocab.fingerprint}")
-    prepared = prepare(backend, case.spec, vocab)
+    prepared = prepare(backend, case.spec, vocab, limits)
     if isinstance(prepared, NotChecked):
         return _not_checked(backend, case, vocab, prepared, t0)
     t = prepared
+    t.phases["compile (both sides)"] = time.perf_counter() - t0
     result = CaseResult(case.name, vocab.name, "checked")
     try:
         _check_target(t, case, rng, seed, examples, strings, deadline, result)
@@ -257,6 +264,9 @@ def certify_case(
     result.instances = t.instances
     result.instance_notes = sorted(t.instance_notes)
     result.seconds = time.perf_counter() - t0
+    result.phases = dict(t.phases)
+    result.phases["backend masks"] = sum(t.timings["backend_mask_ms"]) / 1000
+    result.phases["reference masks"] = sum(t.timings["reference_mask_ms"]) / 1000
     return result
 
 
@@ -274,9 +284,10 @@ def _check_target(
         return deadline is not None and time.monotonic() > deadline
 
     t.checks["crash"] += 1
-    data = valid_strings(t, case, limit=strings)
-    t.instances["valid/corpus"] += len(data)
-    gen = _generated(t, rng)
+    with t.timed("valid strings"):
+        data = valid_strings(t, case, limit=strings)
+        t.instances["valid/corpus"] += len(data)
+        gen = _generated(t, rng)
     if gen is not None and gen not in data:
         data.append(gen)
         t.instances["valid/reference"] += 1
@@ -288,27 +299,42 @@ def _check_target(
             if ids is None or ids in seen:
                 continue
             seen.add(ids)
-            result.findings += check_walk(t, ids, how)
+            with t.timed("valid walks"):
+                result.findings += check_walk(t, ids, how)
             if how == "canonical" and not serving_done:
-                result.findings += check_serving(t, ids)
+                with t.timed("serving checks"):
+                    result.findings += check_serving(t, ids)
                 serving_done = True
         if out_of_time():
             return
     for bad, why in invalid_strings(t.spec, case):
         t.checks["soundness"] += 1
         t.instances["invalid/corpus"] += 1
-        result.findings += check_invalid(t.backend, t.compiled, t.spec, t.vocab, bad, why, True)
+        with t.timed("invalid instances"):
+            result.findings += check_invalid(t.backend, t.compiled, t.spec, t.vocab, bad, why, True)
+    with t.timed("targeted instances"):
+        result.findings += check_targeted(t, data, seed=seed)  # invalid/targeted, valid/spellings (issue 16)
+    with t.timed("coverage-guided walks"):
+        result.findings += coverage_walks(t, data, deadline=deadline)  # report: coverage/* and a note
     if out_of_time():
         return
-    result.findings += adversarial_walk(t, weighted_picker(rng), max_steps=32)
+    with t.timed("adversarial walk"):
+        result.findings += adversarial_walk(t, weighted_picker(rng), max_steps=32)
     one = [(t, case)]
-    result.findings += _run_search(valid_walk_property(one, f"valid-walks/{t.spec.name}"), examples, seed, t)
-    result.findings += _run_search(adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t)
+    with t.timed("search: valid walks"):
+        result.findings += _run_search(
+            valid_walk_property(one, f"valid-walks/{t.spec.name}"), examples, seed, t
+        )
+    with t.timed("search: adversarial"):
+        result.findings += _run_search(
+            adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t
+        )
     if out_of_time():
         return
-    result.findings += _run_search(
-        Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t
-    )
+    with t.timed("search: stateful"):
+        result.findings += _run_search(
+            Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t
+        )
 
 
 def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float) -> CaseResult:
@@ -333,6 +359,10 @@ def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float
                 result.findings += check_invalid(backend, nc.backend_compiled, spec, vocab, bad, why, False)
             except BackendFault as e:  # pragma: no cover - check_invalid converts faults itself
                 result.findings.append(backend_failure(backend, spec, vocab, e.operation, e.error))
+        targeted, walked = check_targeted_refusal(backend, nc.backend_compiled, spec, vocab, case.valid)
+        result.findings += targeted
+        result.checks["refusal"] += walked
+        result.instances["invalid/targeted"] += walked
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -342,22 +372,38 @@ def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate
     """A backend instance: a registered name or ``module:Class`` (in a worker subprocess unless it
     is the reference or ``isolate=False``), an adapter class (instantiated here) or an instance.
     An adapter that cannot even start on the installed engine release raises :class:`UnsupportedEngine`
-    outside the tested versions, :class:`~props.contract.attribution.AdapterFault` inside them."""
+    outside the tested versions, :class:`~props.contract.attribution.AdapterFault` inside them.
+    ``NAME==VERSION`` runs that release from the engine cache (installed on a miss) in the worker; a
+    release below the adapter's range is :class:`~props.backends.UnsupportedVersion` either way."""
     options = dict(options or {})
     if isinstance(backend, str):
-        from props.backends import adapter_class, load_backend
+        from props.backends import adapter_class, check_version, engine_request, engine_version, load_backend
+        from props.backends._common import UnsupportedOption
+        from props.backends.engines import EngineInstallError
 
+        try:
+            name, engine_path = engine_request(backend)
+        except EngineInstallError as e:
+            raise CertifyError(str(e)) from e
         if isolate is None:
-            isolate = backend != "reference"
-        adapter_class(backend)  # BackendUnavailable here, with the reason, rather than in the worker
+            isolate = name != "reference"
+        if engine_path is not None and not isolate:
+            raise CertifyError(
+                f"--backend {backend}: a cached engine release runs in a worker (drop --in-process)"
+            )
+        if engine_path is None:
+            check_version(name, engine_version(name))
+            adapter_class(name)  # BackendUnavailable here, with the reason, rather than in the worker
         try:
             if isolate:
                 from props.backends.worker import WorkerBackend
 
-                return WorkerBackend(backend, options=options)
-            return load_backend(backend, **options)
+                return WorkerBackend(name, options=options, engine_path=engine_path)
+            return load_backend(name, **options)
         except AdapterFault as e:
             raise unsupported_engine(e) or e from e
+        except UnsupportedOption as e:
+            raise CertifyError(str(e)) from e
     if isinstance(backend, type):
         return backend(**options)
     return backend
@@ -428,9 +474,11 @@ def _cases(
         extra.append(Case(SpecRef(SpecKind.REGEX, pattern, f"regex:{pattern[:40]}", "cli")))
     for path in gbnfs:  # any suffix (.gbnf, .ebnf, ...), unlike a corpus path
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_spec_text(Path(path).read_bytes(), str(path), expected="a GBNF grammar file")
         except OSError as e:
             raise CertifyError(f"--gbnf {path}: expected a readable GBNF file ({e})") from e
+        except SpecFileError as e:
+            raise CertifyError(f"--gbnf {e}") from e
         extra.append(Case(SpecRef(SpecKind.GBNF, text, Path(path).name, "cli")))
     if extra:
         cases += extra
@@ -587,18 +635,129 @@ def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> C
         return result
 
 
-def _shard(
-    job: tuple[Any, dict[str, Any], bool | None, list[Case], list[Any], dict[str, Any]],
-) -> list[CaseResult]:
-    """A worker process's share: its own backend, its (case, vocabulary) pairs."""
-    backend_name, options, isolate, cases, vocabs, kw = job
-    backend = resolve_backend(backend_name, options, isolate)
+@dataclass(frozen=True)
+class CertifyShard:
+    """One shard's share of a certify run (:mod:`maskcert.sharding`): the (case, vocabulary) pairs
+    ``pairs`` (indices into ``cases`` and ``vocabs``), the backend (a name or ``module:Class``, built
+    where the shard runs; an instance only in-process), and ``budget_s``, the time left, counted from
+    when the shard starts."""
+
+    shard: int
+    backend: Any
+    options: dict[str, Any]
+    isolate: bool | None
+    cases: list[Case]
+    vocabs: list[Any]
+    pairs: list[tuple[int, int]]
+    kw: dict[str, Any]
+    budget_s: float | None
+
+
+def _certify_shard(
+    spec: CertifyShard, sink: Callable[[dict[str, Any]], None], should_stop: Callable[[], bool]
+) -> None:
+    """Run a shard's pairs in order, sending each result as it is done; stop between pairs when told
+    or when the budget is spent. A usage error (an engine release the adapter cannot drive) ends the
+    shard with a ``fatal`` message; ``done`` says whether every pair ran."""
+    deadline = None if spec.budget_s is None else time.monotonic() + spec.budget_s
+    kw = {**spec.kw, "deadline": deadline}
+    built = isinstance(spec.backend, str)
+    complete = True
     try:
-        return [_guarded_case(backend, c, v, kw) for c in cases for v in vocabs]
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
+        backend = resolve_backend(spec.backend, spec.options, spec.isolate) if built else spec.backend
+        try:
+            for ci, vi in spec.pairs:
+                if should_stop() or (deadline is not None and time.monotonic() > deadline):
+                    complete = False
+                    break
+                result = _guarded_case(backend, spec.cases[ci], spec.vocabs[vi], kw)
+                sink({"type": "result", "shard": spec.shard, "pair": (ci, vi), "result": result})
+        finally:
+            close = getattr(backend, "close", None) if built else None
+            if close is not None:
+                close()
+    except (CertifyError, AdapterFault) as e:
+        sink({"type": "fatal", "shard": spec.shard, "exception": e})
+        complete = False
+    sink({"type": "done", "shard": spec.shard, "complete": complete})
+
+
+class _Progress:
+    """The live line: pairs done of all, findings so far, elapsed time and an ETA. On a terminal one
+    line redrawn in place; elsewhere (``lines``) a plain line every :data:`PROGRESS_EVERY_S` seconds."""
+
+    def __init__(self, mode: str, total: int, done: int, stream: Any) -> None:
+        self.mode = mode
+        self.total = total
+        self.done = self.resumed = done
+        self.findings = 0
+        self.stream = stream
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def update(self, result: CaseResult) -> None:
+        self.done += 1
+        self.findings += len(result.findings)
+        now = time.monotonic()
+        if self.mode == "bar" or (
+            self.mode == "lines" and (now - self.last >= PROGRESS_EVERY_S or self.done == self.total)
+        ):
+            self.last = now
+            self._show(now, f"{result.tokenizer} {result.spec[:40]}")
+
+    def _show(self, now: float, where: str) -> None:
+        elapsed = now - self.start
+        ran = self.done - self.resumed
+        eta = f"{elapsed / ran * (self.total - self.done):.0f} s" if ran else "?"
+        line = f"[{self.done}/{self.total}] findings so far: {self.findings}, {elapsed:.0f} s, ETA {eta} ({where})"
+        if self.mode == "bar":
+            print(f"\r{line[:150]:<150}", end="", file=self.stream, flush=True)
+        else:
+            print(f"maskcert certify: {line}", file=self.stream, flush=True)
+
+    def finish(self) -> None:
+        if self.mode == "bar":
+            print(file=self.stream)
+
+
+PROGRESS_EVERY_S = 10.0
+
+
+def _progress_mode(progress: bool | str | None) -> str:
+    if progress is None:
+        return "bar" if sys.stderr.isatty() else "off"
+    if progress is True:
+        return "bar" if sys.stderr.isatty() else "lines"
+    if progress is False:
+        return "off"
+    if progress not in ("bar", "lines", "off"):
+        raise CertifyError(f"progress={progress!r}: expected True, False, None, 'bar', 'lines' or 'off'")
+    return str(progress)
+
+
+def _run_params(
+    backend: Any,
+    vocabs: list[Any],
+    cases: list[Case],
+    seed: int,
+    examples: int,
+    strings: int,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """What a run's results depend on (a resumed run must match): not the workers, the budget, the
+    output directory or what happens after the checks (minimization, baseline)."""
+    name = backend if isinstance(backend, str) else f"{type(backend).__module__}:{type(backend).__qualname__}"
+    if isinstance(backend, type):
+        name = f"{backend.__module__}:{backend.__qualname__}"
+    return {
+        "backend": name,
+        "options": options,
+        "vocabularies": [v.fingerprint for v in vocabs],
+        "cases": [[c.name, c.spec.digest] for c in cases],
+        "seed": seed,
+        "examples": examples,
+        "strings": strings,
+    }
 
 
 def certify(
@@ -613,26 +772,45 @@ def certify(
     budget_s: float | None = None,
     seed: int = 0,
     workers: int = 1,
+    cluster: str | None = None,
     examples: int = 8,
     strings: int = 3,
     backend_options: dict[str, Any] | None = None,
     isolate: bool | None = None,
     out: str | Path | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
     baseline: str | Path | None = None,
     minimize_s: float = 15.0,
+    resume: bool = False,
+    limits_probes: bool = False,
+    limits: Limits | None = None,
 ) -> Report:
     """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) on the
     corpora (names or paths) plus ``cases`` for each tokenizer; write the report to ``out`` when given.
-    See the module doc."""
+
+    The (case, vocabulary) pairs run in shards (:mod:`maskcert.sharding`, the mechanism ``maskcert
+    fuzz`` uses): one in this process, ``workers`` worker processes, or ``workers`` Ray tasks on
+    ``cluster``; results stream back as they are done and are put in the serial order (cases outer,
+    vocabularies inner), so the report does not depend on how the run was sharded. With ``out``, each
+    result is checkpointed (:mod:`maskcert.checkpoint`); ``resume=True`` continues the run checkpointed
+    in ``out`` (same parameters) without redoing its finished pairs. ``progress``: True for a live line
+    (redrawn on a terminal, a plain line every few seconds elsewhere), None for the line on a terminal
+    only. ``limits`` bound the reference's compile of each spec (:class:`refdecoder.Limits`; what the
+    reference refuses past them is reported as refused). ``limits_probes=True`` also compiles growing hostile specs on the backend
+    (:mod:`maskcert.limits_probes`) and reports their growth curves. See the module doc."""
     # Imported now, so that a broken install fails before the run rather than after it.
+    from maskcert.checkpoint import Checkpoint, CheckpointError, pair_key
+    from maskcert.sharding import ClusterUnavailable, Shards, StopFlag, run_shards, signals
     from props.output import report as _report  # noqa: F401
     from props.output import repro as _repro  # noqa: F401
 
     started = time.monotonic()
-    deadline = started + budget_s if budget_s is not None else None
+    mode = _progress_mode(progress)
+    setup: dict[str, float] = {}
     vocabs = load_vocabularies(tokenizers)
+    setup["load vocabularies"] = time.monotonic() - started
     loaded, described = _cases(corpus, schemas, regexes, gbnfs)
+    setup["load corpus"] = time.monotonic() - started - setup["load vocabularies"]
     if cases:
         described.append({"name": "given", "specs": len(cases)})
     cases = [*loaded, *cases]
@@ -640,50 +818,91 @@ def certify(
         raise CertifyError(
             "nothing to certify: the corpus is empty (give --corpus, --schema, --regex or --gbnf)"
         )
+    if workers < 1:
+        raise CertifyError(f"workers={workers}: expected at least 1")
     options = dict(backend_options or {})
-    show = sys.stderr.isatty() if progress is None else progress
-    kw = {"seed": seed, "examples": examples, "strings": strings, "deadline": deadline}
-    results: list[CaseResult] = []
-    complete = True
-    if workers > 1:
-        if not isinstance(backend, str):
-            raise CertifyError(
-                "workers > 1 needs the backend as a name or 'module:Class' (each worker builds its own)"
-            )
-        shards = [(backend, options, isolate, cases[i::workers], vocabs, kw) for i in range(workers)]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for part in pool.map(_shard, shards):
-                results += part
-        instance = resolve_backend(backend, options, isolate=False)
-    else:
-        instance = resolve_backend(backend, options, isolate)
-        total = len(cases) * len(vocabs)
-        done = 0
-        # Cases outer, vocabularies inner: a budget that runs out leaves every tokenizer with the same cases.
-        for c in cases:
-            for v in vocabs:
-                if deadline is not None and time.monotonic() > deadline:
-                    complete = False
-                    break
-                results.append(_guarded_case(instance, c, v, kw))
-                done += 1
-                if show:
-                    n = sum(len(r.findings) for r in results)
-                    print(
-                        f"\r[{done}/{total}] {v.name} {c.name[:40]:<40} findings so far: {n}",
-                        end="",
-                        file=sys.stderr,
-                    )
-        if show:
-            print(file=sys.stderr)
-    if deadline is not None and time.monotonic() > deadline:
-        complete = complete and len(results) == len(cases) * len(vocabs)
+    sharded = workers > 1 or bool(cluster)
+    if sharded and not isinstance(backend, str):
+        raise CertifyError(
+            "workers > 1 or a cluster needs the backend as a name or 'module:Class' (each worker builds its own)"
+        )
+    t_backend = time.monotonic()
+    instance = resolve_backend(backend, options, isolate if not sharded else False)
+    setup["start backend"] = time.monotonic() - t_backend
+    params = _run_params(backend, vocabs, cases, seed, examples, strings, options)
+    if limits is not None:
+        params["limits"] = dataclasses.asdict(limits)
+    checkpoint = Checkpoint(out) if out is not None else None
+    pairs = [(ci, vi) for ci in range(len(cases)) for vi in range(len(vocabs))]
+    keys = {
+        (ci, vi): pair_key(cases[ci].name, cases[ci].spec.digest, vocabs[vi].fingerprint) for ci, vi in pairs
+    }
+    finished: dict[tuple[int, int], CaseResult] = {}
+    try:
+        if resume:
+            if checkpoint is None:
+                raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
+            checkpoint.check(params, VERSION)
+            saved = checkpoint.load()
+            finished = {pair: saved[k] for pair, k in keys.items() if k in saved}
+        elif checkpoint is not None:
+            checkpoint.start(params, VERSION)
+    except CheckpointError as e:
+        raise CertifyError(str(e)) from e
+    todo = [p for p in pairs if p not in finished]
+    n = max(1, min(workers, len(todo)))
+    kw = {"seed": seed, "examples": examples, "strings": strings, "limits": limits}
+    shard_backend = backend if sharded else instance
+    specs = [
+        CertifyShard(i, shard_backend, options, isolate, cases, vocabs, todo[i::n], kw, budget_s)
+        for i in range(n)
+    ]
+    show = _Progress(mode, len(pairs), len(finished), sys.stderr)
+    fatal: list[dict[str, Any]] = []
+    stop = StopFlag()
+
+    def collect(msg: dict[str, Any]) -> None:
+        if msg.get("type") == "result":
+            pair = (int(msg["pair"][0]), int(msg["pair"][1]))
+            finished[pair] = msg["result"]
+            if checkpoint is not None:
+                checkpoint.save(keys[pair], msg["result"])
+            show.update(msg["result"])
+        elif msg.get("type") == "fatal":
+            fatal.append(msg)
+            stop.set()
+
+    end_at = None if budget_s is None else time.time() + budget_s
+    plan = Shards(_certify_shard, specs, [s.shard for s in specs], end_at, 0.0, None)
+    try:
+        with signals(stop):
+            errors = run_shards(plan, collect, stop, processes=sharded, cluster=cluster)
+    except ClusterUnavailable as e:
+        raise CertifyError(str(e)) from e
+    finally:
+        show.finish()
+    if fatal:
+        close = getattr(instance, "close", None)
+        if close is not None:
+            close()
+        raise fatal[0]["exception"]
+    results = [finished[p] for p in pairs if p in finished]
+    complete = len(results) == len(pairs)
     report = _assemble(
         instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete
     )
+    report.data["internal_errors"] += errors
+    if errors and report.data["exit_code"] != 3:
+        report.data["exit_code"] = 3
+    report.data["resumed"] = len(pairs) - len(todo)
+    report.data["profile"] = _profile(results, setup, time.monotonic() - started)
     report.adapter_options = options
-    if minimize_s > 0 and report.defects:
+    if stop.signal is None and minimize_s > 0 and report.defects:
         report.minimize(instance, minimize_s)  # its own budget per defect, after the checks' budget
+    if limits_probes and stop.signal is None:
+        from maskcert.limits_probes import attach_limits_probes
+
+        attach_limits_probes(report, instance, vocabs[0])
     if baseline is not None:
         report.apply_baseline(baseline)
     close = getattr(instance, "close", None)
@@ -692,6 +911,28 @@ def certify(
     if out is not None:
         report.write(out)
     return report
+
+
+def _profile(results: list[CaseResult], setup: dict[str, float], wall: float) -> dict[str, Any]:
+    """report.json ``profile``: where the run's time went. ``setup_s``: one-time costs of this
+    process (vocabularies, corpus, backend start); ``spec_s``: seconds per checked (spec, tokenizer)
+    pair (median, p95, max, n); ``phases_s``: seconds per phase summed over pairs (phases nest: the
+    masks and certificates are inside the walks and searches that need them)."""
+    checked = sorted(r.seconds for r in results if r.status == "checked")
+    phases: dict[str, float] = {}
+    for r in results:
+        for k, v in r.phases.items():
+            phases[k] = phases.get(k, 0.0) + v
+
+    def rank(q: float) -> float:
+        return round(checked[min(len(checked) - 1, math.ceil(q * len(checked)) - 1)], 4) if checked else 0.0
+
+    return {
+        "wall_s": round(wall, 3),
+        "setup_s": {k: round(v, 4) for k, v in setup.items()},
+        "spec_s": {"median": rank(0.5), "p95": rank(0.95), "max": rank(1.0), "n": len(checked)},
+        "phases_s": {k: round(v, 4) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
+    }
 
 
 def _instances(results: list[CaseResult]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from refdecoder.errors import MaskcertError
 
@@ -22,15 +23,43 @@ def _cmd_tokenizers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_check_schema(args: argparse.Namespace) -> int:
+def _limits_from(items: Sequence[str] | None) -> Any:
+    """``refdecoder.Limits`` with each ``--limit NAME=VALUE`` applied (SpecError on a bad one)."""
     import refdecoder
-    from refdecoder.errors import LimitExceeded, SpecError, Unsupported
 
+    limits = refdecoder.Limits()
+    for item in items or []:
+        limits = refdecoder.parse_limit(item, limits)
+    return limits
+
+
+def _limit_hint(limit: str) -> str:
+    from dataclasses import fields
+
+    import refdecoder
+
+    names = {f.name for f in fields(refdecoder.Limits)}
+    return f" (raise it with --limit {limit}=N)" if limit in names else ""
+
+
+def _cmd_check_schema(args: argparse.Namespace) -> int:
+    """Exit 0 supported, 1 refused or invalid spec, 2 usage error or an unreadable spec file."""
+    import refdecoder
+    from refdecoder.errors import LimitExceeded, SpecError, SpecFileError, Unsupported
+
+    try:
+        limits = _limits_from(args.limit)
+    except SpecError as e:
+        print(f"maskcert check-schema: {e}", file=sys.stderr)
+        return 2
     try:
         if args.regex is not None:
             spec: refdecoder.Spec = refdecoder.Regex(args.regex)
         elif args.gbnf is not None:
-            spec = refdecoder.Gbnf(Path(args.gbnf).read_text(encoding="utf-8"))
+            data = Path(args.gbnf).read_bytes()
+            spec = refdecoder.Gbnf(
+                refdecoder.read_spec_text(data, args.gbnf, expected="a GBNF grammar file", limits=limits)
+            )
         else:
             if args.file is None:
                 print(
@@ -38,24 +67,26 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            try:
-                schema = json.loads(Path(args.file).read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                print(
-                    f"maskcert check-schema: {args.file}: expected a JSON Schema file ({e})", file=sys.stderr
-                )
-                return 2
+            data = Path(args.file).read_bytes()
+            schema = refdecoder.read_spec_json(data, args.file, expected="a JSON Schema file", limits=limits)
             profile = refdecoder.JsonProfile(formats=args.formats)
             spec = refdecoder.JsonSchema(schema, profile)
-        grammar = refdecoder.compile(spec)
+        grammar = refdecoder.compile(spec, limits)
     except OSError as e:
         print(f"maskcert check-schema: {e}", file=sys.stderr)
+        return 2
+    except SpecFileError as e:
+        hint = _limit_hint(e.limit) if e.limit else ""
+        print(f"maskcert check-schema: {e}{hint}", file=sys.stderr)
         return 2
     except Unsupported as e:
         print(f"refused: keyword={e.keyword} pointer={e.json_pointer or '/'} reason={e.reason}")
         return 1
     except LimitExceeded as e:
-        print(f"refused: limit={e.limit} value={e.value} bound={e.bound} where={e.where or '/'}")
+        print(
+            f"refused: limit={e.limit} value={e.value} bound={e.bound} where={e.where or '/'}"
+            f"{_limit_hint(e.limit)}"
+        )
         return 1
     except SpecError as e:
         print(f"invalid: {e}")
@@ -64,13 +95,40 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    """The feature matrix (maskcert.matrix); exit 1 when an engine has an unsound or crash cell."""
+    from maskcert.certification import CertifyError
+    from maskcert.matrix import run_matrix
+    from props.backends import BackendUnavailable
+    from refdecoder.errors import VocabularyError
+
+    try:
+        m = run_matrix(
+            args.backend or ["reference"],
+            tokenizer=args.tokenizer,
+            features=args.feature or [],
+            out=args.out,
+            budget_s=args.budget,
+            seed=args.seed,
+            progress=sys.stderr.isatty(),
+        )
+    except (CertifyError, BackendUnavailable, VocabularyError) as e:
+        print(f"maskcert matrix: {e}", file=sys.stderr)
+        return 2
+    for engine, counts in m.counts().items():
+        print(f"{engine}: " + ", ".join(f"{s} {n}" for s, n in sorted(counts.items())))
+    print(f"matrix: {Path(args.out) / 'matrix.html'}")
+    bad = {c["status"] for c in m.data["cells"]} & {"unsound", "unsound+incomplete", "crash"}
+    return 1 if bad else 0
+
+
 def _cmd_certify(args: argparse.Namespace) -> int:
     """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
     from maskcert.certification import CertifyError, certify
     from props.backends import BackendUnavailable
     from props.contract.attribution import AdapterFault
     from props.corpus import CorpusError
-    from refdecoder.errors import VocabularyError
+    from refdecoder.errors import SpecError, VocabularyError
 
     options: dict[str, object] = {}
     for item in args.option or []:
@@ -85,27 +143,77 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
             options[key] = value
+    call: dict[str, Any] = {
+        "backend": args.backend,
+        "tokenizers": args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
+        "corpus": args.corpus or ([] if (args.schema or args.regex or args.gbnf) else ["builtin"]),
+        "schemas": args.schema or [],
+        "regexes": args.regex or [],
+        "gbnfs": args.gbnf or [],
+        "seed": args.seed,
+        "examples": args.examples,
+        "backend_options": options,
+        "isolate": False if args.in_process else None,
+        "limit": args.limit or [],
+    }
+    out = Path(args.resume or args.out)
+    saved = out / "checkpoint" / "cli.json"
+    if args.resume:
+        given = [
+            flag
+            for flag, value, default in (
+                ("--backend", args.backend, "reference"),
+                ("--tokenizer", args.tokenizer, None),
+                ("--corpus", args.corpus, None),
+                ("--schema", args.schema, None),
+                ("--regex", args.regex, None),
+                ("--gbnf", args.gbnf, None),
+                ("--seed", args.seed, 0),
+                ("--examples", args.examples, 8),
+                ("--option", args.option, None),
+                ("--in-process", args.in_process, False),
+                ("--limit", args.limit, None),
+            )
+            if value != default
+        ]
+        if given:
+            print(
+                f"maskcert certify: --resume {args.resume}: the run's own parameters are used; "
+                f"expected no {', '.join(given)} (only --workers, --cluster, --budget, --minimize-seconds, "
+                "--baseline and --write-baseline may change)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            call = json.loads(saved.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            print(
+                f"maskcert certify: --resume {args.resume}: expected the report directory of a run "
+                f"started with maskcert certify ({saved}: {e})",
+                file=sys.stderr,
+            )
+            return 2
+    else:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(call, indent=1) + "\n", encoding="utf-8")
     try:
+        limit_items = call.pop("limit", [])
         report = certify(
-            args.backend,
-            tokenizers=args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
-            corpus=args.corpus or ([] if (args.schema or args.regex or args.gbnf) else ["builtin"]),
-            schemas=args.schema or [],
-            regexes=args.regex or [],
-            gbnfs=args.gbnf or [],
+            **call,
+            limits=_limits_from(limit_items) if limit_items else None,
             budget_s=args.budget,
-            seed=args.seed,
             workers=args.workers,
-            examples=args.examples,
-            backend_options=options,
-            isolate=False if args.in_process else None,
-            out=args.out,
+            cluster=args.cluster,
+            out=out,
             baseline=args.baseline,
             minimize_s=args.minimize_seconds,
+            progress=True,
+            resume=bool(args.resume),
+            limits_probes=bool(args.limits_probes),
         )
         if args.write_baseline:
             report.write_baseline(args.write_baseline)
-    except (BackendUnavailable, CertifyError, CorpusError, VocabularyError) as e:
+    except (BackendUnavailable, CertifyError, CorpusError, VocabularyError, SpecError) as e:
         print(f"maskcert certify: {e}", file=sys.stderr)
         return 2
     except AdapterFault as e:  # inside the tested versions: maskcert's own bug, not the engine's
@@ -124,6 +232,8 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     print(f"defects: {len(report.defects)} (findings grouped by root cause; report.md lists them first)")
     for defect in report.defects[:10]:
         print(f"  {defect.id} {defect.severity:<8} {defect.summary()}")
+    if d.get("resumed"):
+        print(f"resumed: {d['resumed']} (spec, tokenizer) pairs came from the checkpoint")
     if "baseline" in d:
         b = d["baseline"]
         print(f"baseline: {len(b['known'])} known, {len(b['new'])} new, {len(b['fixed'])} fixed")
@@ -131,7 +241,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
     if d["self_check"]:
         print(f"reference self-check notes: {len(d['self_check'])} (see the report)")
-    print(f"report: {Path(args.out) / 'report.md'}")
+    print(f"report: {out / 'report.md'}")
     return report.exit_code
 
 
@@ -251,6 +361,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from props.backends import load_backend
     from serving_sim import FAULTS, exit_code, format_report, run_simulation
 
+    unknown = [f for f in args.fault if f not in FAULTS]
+    if unknown:
+        print(
+            f"maskcert simulate: --fault {unknown[0]!r}: expected one of {', '.join(sorted(FAULTS))}",
+            file=sys.stderr,
+        )
+        return 2
     if args.list_faults:
         width = max(len(n) for n in FAULTS)
         for name, text in FAULTS.items():
@@ -280,6 +397,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
     from maskcert.fuzz import CampaignConfig, FuzzUsageError, parse_budget, run_campaign
     from props.backends import BackendUnavailable
+    from props.backends.engines import EngineInstallError
 
     try:
         config = CampaignConfig(
@@ -297,7 +415,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
         )
         config.database  # noqa: B018 - checks --db before anything starts
         result = run_campaign(config)
-    except (FuzzUsageError, BackendUnavailable) as e:
+    except (FuzzUsageError, BackendUnavailable, EngineInstallError) as e:
         print(f"maskcert fuzz: {e}", file=sys.stderr)
         return 2
     how = "stopped by a signal" if result.stopped == "signal" else "budget spent"
@@ -313,6 +431,45 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    """Run a defect's reproducer across released versions of the engine (maskcert.bisect): exit 0
+    with the first release showing it and the first fixing it, 2 on usage errors."""
+    from maskcert.bisect import BisectError, bisect, resolve_repro, versions_between
+    from props.backends import REGISTRY, check_version, engines
+
+    info = REGISTRY.get(args.backend)
+    if info is None or info.name == "reference":
+        names = ", ".join(n for n in REGISTRY if n != "reference")
+        print(
+            f"maskcert bisect: --backend {args.backend!r}: expected a registered engine ({names})",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        script = resolve_repro(args.target)
+        released = engines.released_versions(info.distribution, refresh=args.refresh)
+        versions = versions_between(released, info.tested, args.versions)
+        for v in versions[:1]:
+            check_version(info.name, v)
+        result = bisect(
+            info.name,
+            script,
+            versions,
+            prepare=lambda v: engines.install_engine(info.distribution, v),
+            exhaustive=args.all,
+            timeout_s=args.timeout,
+            progress=lambda line: print(f"maskcert bisect: {line}", file=sys.stderr, flush=True),
+        )
+    except (BisectError, engines.EngineInstallError) as e:
+        print(f"maskcert bisect: {e}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="maskcert", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -326,6 +483,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--regex", help="a Python-syntax regex (full match)")
     c.add_argument("--gbnf", help="a GBNF grammar file")
     c.add_argument("--formats", choices=["annotation", "assert"], default="annotation")
+    c.add_argument(
+        "--limit",
+        action="append",
+        metavar="NAME=VALUE",
+        help="raise or lower one refdecoder.Limits field (repeatable; docs/design.md, 'Limits')",
+    )
     c.set_defaults(func=_cmd_check_schema)
 
     ce = sub.add_parser("certify", help="certify a backend's masks against the reference; write a report")
@@ -340,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument(
         "--corpus",
         action="append",
-        help="builtin | json-schema-test-suite | jsonschemabench "
+        help="builtin | features[:PREFIX] | json-schema-test-suite | jsonschemabench "
         "(':Subset', ':limit=N', ':stride=N') | PATH (repeatable; default: builtin)",
     )
     ce.add_argument("--schema", action="append", help="a JSON Schema file (repeatable)")
@@ -351,9 +514,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ce.add_argument("--seed", type=int, default=0)
     ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")
+    ce.add_argument(
+        "--cluster",
+        default=None,
+        help="run the --workers shards as tasks on this Ray cluster (ray://..., or local)",
+    )
+    ce.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the killed or interrupted run whose report directory is DIR (its own parameters)",
+    )
     ce.add_argument("--examples", type=int, default=8, help="Hypothesis examples per spec for each search")
     ce.add_argument("--option", action="append", help="adapter constructor option KEY=VALUE (repeatable)")
     ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
+    ce.add_argument(
+        "--limit",
+        action="append",
+        metavar="NAME=VALUE",
+        help="raise or lower one refdecoder.Limits field for the reference's compiles (repeatable)",
+    )
     ce.add_argument("--out", default="certify-report", help="report directory (default: certify-report)")
     ce.add_argument(
         "--baseline", help="known defect signatures (a --write-baseline file): only new ones fail"
@@ -367,7 +547,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=15.0,
         help="per defect: time to shrink its spec to a minimal example (0: off; default 15)",
     )
+    ce.add_argument(
+        "--limits-probes",
+        action="store_true",
+        help="also compile growing hostile specs on the backend (first tokenizer) and report the "
+        "growth curves; a hang, crash or superlinear blowup is a 'limits' finding",
+    )
     ce.set_defaults(func=_cmd_certify)
+
+    mx = sub.add_parser("matrix", help="feature conformance matrix: engines x features, one status per cell")
+    mx.add_argument("--backend", action="append", help="engine name (repeatable; default: reference)")
+    mx.add_argument("--tokenizer", default="bpe", help="matrix name or tokenizer file (default: bpe)")
+    mx.add_argument("--feature", action="append", help="feature id or prefix, e.g. json_schema/not, regex")
+    mx.add_argument("--budget", type=float, default=None, help="seconds for the whole matrix")
+    mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--out", default="matrix-report", help="output directory (default: matrix-report)")
+    mx.set_defaults(func=_cmd_matrix)
 
     d = sub.add_parser(
         "doctor", help="dependency versions and whether each known incompatibility applies here"
@@ -379,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks with ratios against third-party engines")
     b.add_argument(
         "what",
-        choices=["all", "masks", "compile", "sampler", "serving"],
+        choices=["all", "masks", "compile", "sampler", "serving", "certify"],
         nargs="?",
         default="all",
         help="one part, or all of them at small sizes into one report (default)",
@@ -406,15 +601,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--md", help="write the gathered report as Markdown here")
     b.set_defaults(func=_cmd_bench)
 
-    from serving_sim import FAULTS
-
+    # No serving_sim import here: it pulls in torch (seconds), and every command builds this parser;
+    # _cmd_simulate checks the fault names.
     sim = sub.add_parser("simulate", help="run the serving simulation; exit 1 on any invariant violation")
     sim.add_argument("--backend", default="reference", help="backend adapter name (default: reference)")
     sim.add_argument(
         "--fault",
         action="append",
         default=[],
-        choices=sorted(FAULTS),
         metavar="NAME",
         help="switch on a named fault (repeatable); see --list-faults",
     )
@@ -434,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument(
         "--target",
         default="invariants",
-        help="invariants | reference | sampler | serving | module:function (default: invariants)",
+        help="invariants | reference | sampler | serving | hostile | module:function (default: invariants)",
     )
     fz.add_argument(
         "--tokenizer", action="append", default=None, help="matrix name or tokenizer file (repeatable)"
@@ -461,6 +655,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the target's properties matching this fnmatch pattern (repeatable)",
     )
     fz.set_defaults(func=_cmd_fuzz)
+
+    bi = sub.add_parser(
+        "bisect",
+        help="run a defect's reproducer across an engine's releases: first showing it, first fixing it",
+    )
+    bi.add_argument("target", help="a reproducer script (repro/<id>.py) or REPORT.json:DEFECT_ID")
+    bi.add_argument("--backend", required=True, help="registered engine name (xgrammar, llguidance, ...)")
+    bi.add_argument(
+        "--versions", help="A..B: releases to search, inclusive (default: the adapter's supported range)"
+    )
+    bi.add_argument("--all", action="store_true", help="run every release instead of bisecting")
+    bi.add_argument("--timeout", type=float, default=300.0, help="seconds per reproducer run (default 300)")
+    bi.add_argument("--refresh", action="store_true", help="ask the package index again for the releases")
+    bi.add_argument("--json", help="write the runs and the verdict as JSON here")
+    bi.set_defaults(func=_cmd_bisect)
     return p
 
 

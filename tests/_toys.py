@@ -263,3 +263,19 @@ TOYS: dict[str, tuple[type[_Toy], str]] = {
     "jump_forward": (WrongJumpForward, "tests._toys:WrongJumpForward"),
     "refusal": (IgnoresUniqueItems, "tests._toys:IgnoresUniqueItems"),
 }
+
+
+class DiesOnThirdCompile(NoEos):
+    """:class:`NoEos` that kills its own process (SIGKILL, no clean-up) when asked to compile a third
+    distinct spec and ``MASKCERT_TEST_DIE`` is set: a certify run killed in the middle, to be resumed."""
+
+    specs: set[str] = set()
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        import os
+        import signal
+
+        type(self).specs.add(repr(spec))
+        if os.environ.get("MASKCERT_TEST_DIE") and len(type(self).specs) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().compile(spec, vocabulary)

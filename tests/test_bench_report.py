@@ -116,13 +116,45 @@ def _serving() -> dict:
     }
 
 
+def _certify() -> dict:
+    def backend(median: float, start: float) -> dict:
+        return {
+            "version": "1",
+            "wall_s": 10.0,
+            "specs": {"total": 3, "checked": 3},
+            "findings": 0,
+            "profile": {
+                "wall_s": 10.0,
+                "setup_s": {"load vocabularies": 1.0, "start backend": start},
+                "spec_s": {"median": median, "p95": median * 2, "max": median * 3, "n": 3},
+                "phases_s": {"valid walks": 2.0},
+            },
+        }
+
+    return {
+        "tokenizer": "tiny",
+        "limit": 3,
+        "examples": 2,
+        "backends": {"reference": backend(1.0, 0.0), "xgrammar": backend(4.0, 2.0)},
+        "unavailable": {"llguidance": "not installed"},
+    }
+
+
 def _row(gathered: dict, part: str, measure: str) -> dict:
     (row,) = [r for r in gathered["rows"] if r["part"] == part and r["measure"] == measure]
     return row
 
 
 def test_all_parts_gathered_with_ratios() -> None:
-    g = gather({"masks": _masks(), "compile": _compile(), "sampler": _sampler(), "serving": _serving()})
+    g = gather(
+        {
+            "masks": _masks(),
+            "compile": _compile(),
+            "sampler": _sampler(),
+            "serving": _serving(),
+            "certify": _certify(),
+        }
+    )
     assert g["status"] == dict.fromkeys(PARTS, "ok")
     assert g["engines"] == ["xgrammar", "llguidance", "outlines-core"]  # in the fixed order, seen ones only
 
@@ -144,6 +176,10 @@ def test_all_parts_gathered_with_ratios() -> None:
     mask = _row(g, "serving", "mask per step, mean")
     assert mask["engines"]["xgrammar"]["ratio"] == pytest.approx(4.0)  # reference / engine for a time
 
+    per_spec = _row(g, "certify", "certify per spec, median")
+    assert per_spec["reference"] == 1.0 and per_spec["engines"]["xgrammar"] == {"value": 4.0, "ratio": 0.25}
+    assert _row(g, "certify", "one-time: backend start")["engines"]["xgrammar"]["value"] == 2.0
+
     notes = "\n".join(g["notes"])
     assert "outlines-core unavailable" in notes and "lm-format-enforcer unavailable" in notes
     assert "differs from the reference on 2 steps" in notes
@@ -151,7 +187,15 @@ def test_all_parts_gathered_with_ratios() -> None:
 
 
 def test_markdown_has_a_ratio_column_per_engine() -> None:
-    g = gather({"masks": _masks(), "compile": _compile(), "sampler": _sampler(), "serving": _serving()})
+    g = gather(
+        {
+            "masks": _masks(),
+            "compile": _compile(),
+            "sampler": _sampler(),
+            "serving": _serving(),
+            "certify": _certify(),
+        }
+    )
     md = format_markdown(g)
     header = next(line for line in md.splitlines() if line.startswith("| part | measure"))
     for name in g["engines"]:
@@ -165,7 +209,13 @@ def test_markdown_has_a_ratio_column_per_engine() -> None:
 
 @pytest.mark.parametrize("missing", PARTS)
 def test_a_missing_part_is_not_run(missing: str) -> None:
-    parts = {"masks": _masks(), "compile": _compile(), "sampler": _sampler(), "serving": _serving()}
+    parts = {
+        "masks": _masks(),
+        "compile": _compile(),
+        "sampler": _sampler(),
+        "serving": _serving(),
+        "certify": _certify(),
+    }
     del parts[missing]
     g = gather(parts)
     assert g["status"][missing] == "not run"
@@ -187,6 +237,7 @@ def test_skipped_failed_and_unreadable_parts() -> None:
         "compile": "failed: boom",
         "sampler": "not run",
         "serving": g["status"]["serving"],
+        "certify": "not run",
     }
     assert g["status"]["serving"].startswith("failed: unreadable result")
     md = format_markdown(g)

@@ -38,7 +38,7 @@ __all__ = [
     "part_table",
 ]
 
-PARTS = ("masks", "compile", "sampler", "serving")
+PARTS = ("masks", "compile", "sampler", "serving", "certify")
 ENGINE_ORDER = ENGINES
 
 Row = dict[str, Any]
@@ -186,7 +186,31 @@ def _serving(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
     return rows, notes
 
 
+def _certify(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
+    """A :func:`maskcert.bench.certify.run_certify_bench` result: certifying each engine per spec
+    against the reference certifying itself (reference / engine, as for every time)."""
+    backends = result["backends"]
+    setting = f"{result['tokenizer']}, {result['limit']} schemas"
+    rows: list[Row] = []
+    for label, key in (("certify per spec, median", "median"), ("certify per spec, p95", "p95")):
+        ref = backends.get("reference", {}).get("profile", {}).get("spec_s", {}).get(key)
+        row = _row("certify", label, setting, "s", ref)
+        for name, b in backends.items():
+            if name != "reference":
+                value = b["profile"]["spec_s"].get(key)
+                _engine(row, name, value, _div(ref, value))
+        rows.append(row)
+    start = _row("certify", "one-time: backend start", setting, "s", None)
+    for name, b in backends.items():
+        if name != "reference":
+            _engine(start, name, b["profile"]["setup_s"].get("start backend"), None)
+    rows.append(start)
+    notes = [f"certify: {name} unavailable: {why}" for name, why in result.get("unavailable", {}).items()]
+    return rows, notes
+
+
 _PART_ROWS: Mapping[str, Callable[[Any], tuple[list[Row], list[str]]]] = {
+    "certify": _certify,
     "masks": _masks,
     "compile": _compile,
     "sampler": _sampler,
@@ -304,12 +328,14 @@ SIZES: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
         "compile": {"limit": 24, "timeout": 10.0},
         "sampler": {"repeat": 50, "batch_sizes": (1, 8, 64), "vocab_sizes": (32000, 128000)},
         "serving": {"requests": 24},
+        "certify": {"limit": 20, "examples": 8},
     },
     "small": {
         "masks": {"limit": 12, "budget": 90.0},
         "compile": {"limit": 16, "timeout": 5.0},
         "sampler": {"repeat": 20, "batch_sizes": (1, 8), "vocab_sizes": (32000, 128000)},
         "serving": {"requests": 16},
+        "certify": {"limit": 3, "examples": 2},
     },
 }
 
@@ -373,6 +399,11 @@ def run_part(
         from maskcert.bench.serving import run_serving_bench
 
         return run_serving_bench(opts["requests"])
+    if part == "certify":
+        from maskcert.bench.certify import run_certify_bench
+
+        find_schemas(schemas)  # PartNotRun without the JSONSchemaBench data
+        return run_certify_bench(tokenizers[0], opts["limit"], examples=opts["examples"])
     raise ValueError(f"unknown benchmark part {part!r}: expected one of {PARTS}")
 
 
@@ -390,6 +421,10 @@ def part_table(part: str, result: Any) -> str:
         from maskcert.bench.sampler import format_table as sampler_table
 
         return sampler_table(result)
+    if part == "certify":
+        from maskcert.bench.certify import format_table as certify_table
+
+        return certify_table(result)
     from maskcert.bench.serving import format_table as serving_table
 
     return serving_table(result)

@@ -2,7 +2,8 @@
 that owns ``findings.jsonl``, the live progress line and ``campaign.json``.
 
 Theory of operation. The parent checks the configuration, computes the deadline and starts the
-shards (see :mod:`maskcert.fuzz._runner`). Shards never write files other than the example database:
+shards (see :mod:`maskcert.fuzz._runner`) on :mod:`maskcert.sharding`, the mechanism ``certify
+--workers`` shares. Shards never write files other than the example database:
 they send messages, and the parent writes each new finding (deduplicated by id against the file and
 the run) as soon as it arrives — in-process through a callback, across processes through a
 ``multiprocessing`` queue, on Ray through a ``ray.util.queue.Queue``. SIGINT and SIGTERM set a stop
@@ -13,16 +14,10 @@ cancelled); shards then report what they hold and the parent drains every messag
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import multiprocessing
-import queue
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -31,12 +26,11 @@ from maskcert.fuzz._config import CampaignConfig, FuzzUsageError
 from maskcert.fuzz._log import FindingsLog
 from maskcert.fuzz._runner import ShardSpec, run_shard
 from maskcert.fuzz._targets import check_target
+from maskcert.sharding import ClusterUnavailable, Shards, StopFlag, run_shards, signals
 from props.checks.defects import group, reference_grammars
 from props.contract.findings import INVARIANTS, Finding
 
 __all__ = ["FindingEvent", "CampaignResult", "run_campaign"]
-
-WORKER_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -176,44 +170,6 @@ class _Progress:
             self.stream.flush()
 
 
-class _StopFlag:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.signal: int | None = None
-
-    def set(self, signum: int | None = None) -> None:
-        if self.signal is None:
-            self.signal = signum
-        self._event.set()
-
-    def __call__(self) -> bool:
-        return self._event.is_set()
-
-
-@contextlib.contextmanager
-def _signals(stop: _StopFlag) -> Iterator[None]:
-    """SIGTERM and a first SIGINT set the stop flag; a second SIGINT raises KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum: int, frame: Any) -> None:
-        stop.set(signum)
-
-    def on_int(signum: int, frame: Any) -> None:
-        stop.set(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_int)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 class _Collector:
     """The parent's side of the shard messages."""
 
@@ -265,139 +221,10 @@ class _Collector:
         self.progress.update(len(self.result.findings), len(self.result.new_ids))
 
 
-# -- local worker processes -----------------------------------------------------------------------
-def _worker_main(spec: ShardSpec, messages: Any, stop_event: Any) -> None:
-    """A spawned worker: one shard; SIGINT/SIGTERM and the parent's event stop it."""
-    flag = _StopFlag()
-    signal.signal(signal.SIGTERM, lambda s, f: flag.set(s))
-    signal.signal(signal.SIGINT, lambda s, f: flag.set(s))
-    run_shard(spec, messages.put, lambda: flag() or stop_event.is_set())
-
-
-def _drain(messages: Any, collect: Callable[[dict[str, Any]], None], timeout: float) -> None:
-    try:
-        msg = messages.get(timeout=timeout)
-    except queue.Empty:
-        return
-    collect(msg)
-    while True:
-        try:
-            collect(messages.get_nowait())
-        except queue.Empty:
-            return
-
-
-def _run_local(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    messages = ctx.Queue()
-    stop_event = ctx.Event()
-    procs = [
-        ctx.Process(target=_worker_main, args=(s, messages, stop_event), name=f"maskcert-fuzz-{s.shard}")
-        for s in specs
-    ]
-    for p in procs:
-        p.start()
-    end_at = specs[0].end_at + specs[0].grace_s
-    stop_since: float | None = None
-    try:
-        while any(p.is_alive() for p in procs):
-            _drain(messages, collect, 0.2)
-            now = time.time()
-            if stop() and stop_since is None:
-                stop_event.set()
-                stop_since = now
-            if now > end_at + WORKER_GRACE_S or (
-                stop_since is not None and now > stop_since + WORKER_GRACE_S
-            ):
-                for p in procs:
-                    if p.is_alive():
-                        p.terminate()
-                break
-        for p in procs:
-            p.join(timeout=5)
-        _drain(messages, collect, 0.5)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-    for s, p in zip(specs, procs):
-        if s.shard not in collect.done:
-            collect.result.errors.append(
-                f"shard {s.shard}: worker exited with status {p.exitcode} before it finished"
-            )
-
-
-# -- Ray ---------------------------------------------------------------------------------------------
-RAY_START_ALLOWANCE_S = 120.0  # how long a Ray task may take to start before the parent gives up on it
-
-
-def _ray_shard(spec: ShardSpec, messages: Any) -> int:
-    # The budget is fuzzing time, counted from when this task starts: a loaded cluster may take tens
-    # of seconds to start a worker and import maskcert, which must not eat the campaign.
-    spec = dataclasses.replace(spec, end_at=time.time() + spec.config.budget_s)
-    run_shard(spec, messages.put, lambda: False)
-    return spec.shard
-
-
-def _run_ray(specs: list[ShardSpec], collect: _Collector, stop: _StopFlag, address: str) -> None:
-    try:
-        import ray
-        from ray.util.queue import Empty as RayEmpty
-        from ray.util.queue import Queue as RayQueue
-    except ImportError as e:
-        raise FuzzUsageError("--cluster", address, f"Ray installed (pip install 'maskcert[ray]'): {e}") from e
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=None if address in ("", "local") else address,
-            ignore_reinit_error=True,
-            log_to_driver=False,
-            include_dashboard=False,
-        )
-    try:
-        messages = RayQueue()
-        # The budget is fuzzing time: starting (or joining) the cluster does not count.
-        end = time.time() + specs[0].config.budget_s
-        specs = [dataclasses.replace(s, end_at=end) for s in specs]
-        task = ray.remote(num_cpus=1, max_retries=0)(_ray_shard)
-        refs = [task.remote(s, messages) for s in specs]
-        pending = list(refs)
-        end_at = specs[0].end_at + specs[0].grace_s + RAY_START_ALLOWANCE_S
-        cancelled_at: float | None = None
-
-        def drain(timeout: float) -> None:
-            try:
-                collect(messages.get(timeout=timeout))
-                while True:
-                    collect(messages.get_nowait())
-            except RayEmpty:
-                return
-
-        while pending:
-            drain(0.2)
-            _ready, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
-            now = time.time()
-            if pending and stop() and cancelled_at is None:
-                cancelled_at = now
-                for ref in pending:
-                    ray.cancel(ref)  # KeyboardInterrupt in the task: it reports what it holds
-            if pending and (
-                now > end_at + WORKER_GRACE_S or (cancelled_at and now > cancelled_at + WORKER_GRACE_S)
-            ):
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                break
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.get(ref, timeout=5)
-        drain(0.5)
-    finally:
-        if started_here:
-            ray.shutdown()
-    for s in specs:
-        if s.shard not in collect.done:
-            collect.result.errors.append(f"shard {s.shard}: Ray task ended before it finished")
+def _ray_rebase(spec: ShardSpec) -> ShardSpec:
+    """On Ray the budget is fuzzing time, counted from when the task starts: a loaded cluster may take
+    tens of seconds to start a worker and import maskcert, which must not eat the campaign."""
+    return dataclasses.replace(spec, end_at=time.time() + spec.config.budget_s)
 
 
 # -- the campaign ------------------------------------------------------------------------------------
@@ -417,20 +244,20 @@ def run_campaign(config: CampaignConfig, *, stream: IO[str] | None = None) -> Ca
     out_dir.mkdir(parents=True, exist_ok=True)
     result = CampaignResult(config, out_dir, database, config.seed)
     start = time.monotonic()
-    stop = _StopFlag()
+    stop = StopFlag()
     shards = config.workers
     end_at = time.time() + config.budget_s
     progress = _Progress(config, out, start)
-    with FindingsLog(out_dir / "findings.jsonl") as log, _signals(stop):
+    with FindingsLog(out_dir / "findings.jsonl") as log, signals(stop):
         specs = [ShardSpec(config, i, shards, end_at, database, frozenset(log.known)) for i in range(shards)]
         collect = _Collector(result, log, progress, start)
+        plan = Shards(run_shard, specs, [s.shard for s in specs], end_at, specs[0].grace_s, _ray_rebase)
         try:
-            if config.cluster:
-                _run_ray(specs, collect, stop, config.cluster)
-            elif shards == 1:
-                run_shard(specs[0], collect, stop)
-            else:
-                _run_local(specs, collect, stop)
+            result.errors += run_shards(
+                plan, collect, stop, processes=shards > 1, cluster=config.cluster or None
+            )
+        except ClusterUnavailable as e:
+            raise FuzzUsageError("--cluster", config.cluster, str(e)) from e
         finally:
             result.elapsed_s = time.monotonic() - start
             result.examples = sum(progress.examples.values())

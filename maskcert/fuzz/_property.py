@@ -75,5 +75,7 @@ class TargetContext:
         if self._backend is None:
             from maskcert.certification import resolve_backend
 
-            self._backend = resolve_backend(self.backend, isolate=self.isolate)
+            # a cached release (NAME==VERSION) runs only in a worker, with its directory first on sys.path
+            isolate = self.isolate or "==" in self.backend
+            self._backend = resolve_backend(self.backend, isolate=isolate)
         return self._backend

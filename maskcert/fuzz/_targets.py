@@ -5,7 +5,9 @@ of properties (``name`` + ``@given`` test without settings).
                the slow per-token mask definition) plus the sampler checks;
 ``sampler``    the sampler against its exact model only;
 ``serving``    the serving simulation and its replay checker over random seeds and configurations;
-``invariants`` the backend-vs-reference invariants of ``props.checks.properties`` (imported when used).
+``invariants`` the backend-vs-reference invariants of ``props.checks.properties`` (imported when used);
+``hostile``    adversarial specs against the reference: typed outcome, bounded time and memory
+               (``maskcert.fuzz._hostile``).
 
 Any ``module:function`` is a target too (a user's own properties, the tests' toy backends).
 """
@@ -46,6 +48,12 @@ def _sampler_target(ctx: TargetContext) -> list[Any]:
     return sampler_properties(ctx)
 
 
+def _hostile_target(ctx: TargetContext) -> list[Any]:
+    from maskcert.fuzz._hostile import hostile_properties
+
+    return hostile_properties(ctx)
+
+
 def _serving_target(ctx: TargetContext) -> list[Any]:
     from maskcert.fuzz._serving import serving_properties
 
@@ -57,6 +65,7 @@ _BUILTIN: dict[str, Factory] = {
     "reference": _reference_target,
     "sampler": _sampler_target,
     "serving": _serving_target,
+    "hostile": _hostile_target,
 }
 assert set(_BUILTIN) == set(BUILTIN_TARGETS)
 
@@ -87,9 +96,11 @@ def check_target(config: CampaignConfig) -> None:
             "--target", "invariants", "props.checks.properties (not in this installation yet)"
         )
     if config.target in ("invariants", "serving"):
-        from props.backends import load_backend
+        from props.backends import engine_request, load_backend
 
-        load_backend(config.backend)  # BackendUnavailable (exit 2) when it is not installed
+        name, engine_path = engine_request(config.backend)  # NAME==VERSION: installed into the engine cache
+        if engine_path is None:
+            load_backend(name)  # BackendUnavailable (exit 2) when it is not installed
 
 
 def build_properties(config: CampaignConfig) -> list[PropertyLike]:

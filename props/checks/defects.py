@@ -12,7 +12,8 @@ The signature is ``invariant | direction | context | byte``:
   invalid output run to its end, lets it finish: then the context is the JSON Schema keyword the
   output breaks, by ``jsonschema``'s best match), ``completeness`` (its three levels are one
   behaviour seen under stricter or looser segmentations), ``utf8`` and ``liveness`` block what it allows, ``eos`` offers or withholds the end; serving
-  invariants name the operation that diverged; ``crash``/``limits`` the operation and exception type.
+  invariants name the operation that diverged; ``crash``/``limits`` the operation and exception type
+  (a limits probe's finding: its verdict — hang, blowup, crash — and the probe family).
 * **context**: where in the output the decisive byte falls. For JSON (every ``json_schema`` spec) the
   JSON position kind, from :func:`json_positions`: ``value``, ``object key``, ``key escape``,
   ``string``, ``string escape``, ``number``, ``fraction``, ``exponent``, ``literal``, ``after key``,
@@ -260,6 +261,9 @@ def signature(f: Finding, grammar: Grammar | None = None) -> str:
         last = ops[-1] if ops else None
         kind = getattr(last, "kind", None) or (last[0] if isinstance(last, list) and last else "")
         return f"{inv}|diverged after {kind or 'the walk'}|-|-"
+    if inv is Invariant.LIMITS and "family" in (f.certificate or {}):  # a limits probe's growth curve
+        cert = f.certificate or {}
+        return f"{inv}|{cert.get('verdict', '?')}|{cert['family']}|-"
     if inv in (Invariant.CRASH, Invariant.LIMITS):
         cert = f.certificate or {}
         return f"{inv}|{cert.get('operation', '?')}|{cert.get('exception', '?')}|-"
@@ -440,6 +444,8 @@ def minimize_defect(
     from props.checks.minimize import minimize
 
     example = defect.example
+    if example.walk == "limits-probe":  # its spec is the smallest size that shows it, found by the probe
+        return None
     last: dict[str, Finding] = {}
 
     def still(candidate: SpecRef) -> bool:

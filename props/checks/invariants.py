@@ -31,11 +31,12 @@ never allowed. Each check increments ``Target.checks[invariant]`` (the report's 
 from __future__ import annotations
 
 import base64
+import contextlib
 import random
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,8 @@ class Target:
     # why a source gave none: the report shows both, so a source that stops producing is seen.
     instances: Counter[str] = field(default_factory=Counter)
     instance_notes: set[str] = field(default_factory=set)
+    # Seconds spent per phase of checking (certificates, searches, ...): the profile certify reports.
+    phases: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         v = self.vocab
@@ -176,6 +179,15 @@ class Target:
             return False
         self._seen.add(key)
         return True
+
+    @contextlib.contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        """Add the time the block takes to ``phases[phase]`` (nested phases count in both)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - t0
 
     # -- masks --------------------------------------------------------------------------------------
     def backend_mask(self, m: Any) -> np.ndarray:
@@ -393,7 +405,8 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
             cert["accept"] = "mask() allows the token but accept() rejects it"
             rest, rest_ids, finished = b"", [], False
         else:
-            rest, rest_ids, finished = _complete_with_backend(t, fork)
+            with t.timed("soundness certificates"):
+                rest, rest_ids, finished = _complete_with_backend(t, fork)
     except BackendFault as e:  # the certificate is optional; the finding stands
         rest, rest_ids, finished = b"", [], False
         cert["completion_error"] = str(e)
@@ -498,7 +511,8 @@ def _completeness(
 ) -> Finding | None:
     tb = t.token_bytes(token)
     assert tb is not None
-    w = _witness(t, r, token)
+    with t.timed("witnesses"):
+        w = _witness(t, r, token)
     if w is None:
         return None
     rest, full = w
@@ -521,7 +535,8 @@ def _completeness(
             "the canonical encoding of the witness passes; this segmentation does not",
         )
     else:
-        exists = _segmentation_exists(t, full)
+        with t.timed("segmentation search"):
+            exists = _segmentation_exists(t, full)
         cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[exists]
         if exists is False:
             invariant, level = Invariant.COMPLETENESS_BYTE, "no segmentation of the witness passes"
@@ -821,6 +836,7 @@ def check_invalid(
             token_bytes=None,
             backend_verdict="accepts the whole output and offers EOS",
             reference_verdict=f"invalid: {why}",
+            reference_allows=False,  # the validator rejects the output: EOS must stay masked after it
             message=f"lets the invalid output {data[:200]!r} finish"
             + (
                 ""

@@ -133,6 +133,11 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "baseline": "object: path, known / new (defect ids), fixed (signatures) when run with --baseline",
     "instances": "object: instances walked by source, total and per spec",
     "internal_errors": "array of str: maskcert's own failures (exit code 3)",
+    "resumed": "int: (spec, tokenizer) pairs taken from the checkpoint of a killed run (--resume)",
+    "profile": "object: wall_s, setup_s (one-time costs), spec_s (median, p95, max, n seconds per pair), "
+    "phases_s (seconds per phase)",
+    "limits_probes": "object: tokenizer, limit_s, curves (family, about, verdict, why, points of size, "
+    "spec_bytes, seconds, outcome) when run with --limits-probes",
 }
 
 _SPEC_COUNTS = ("total", "checked", "refused_by_backend", "refused_by_reference", "refused_by_both")
@@ -249,6 +254,15 @@ def _check(report: Any, where: str) -> None:
             "invariant -> tokenizer -> {checks, findings}, and defects -> severity -> int",
         ),
         ("findings", isinstance(report["findings"], list), "an array"),
+        (
+            "limits_probes",
+            "limits_probes" not in report
+            or (
+                isinstance(report["limits_probes"], dict)
+                and isinstance(report["limits_probes"].get("curves"), list)
+            ),
+            'an object with "curves" (an array)',
+        ),
         (
             "refusals",
             isinstance(report["refusals"], list) and all(isinstance(r, dict) for r in report["refusals"]),
@@ -678,6 +692,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         out += [_fence(_cut(str(e), 1500)) for e in errors]
         out.append("")
+    if report.get("limits_probes"):
+        header, rows_l = _limits_probe_rows(report)
+        out += ["## Limits probes", "", _LIMITS_PROBES_NOTE, ""]
+        out += [_md_table(header, [[_md(c) for c in row] for row in rows_l]), ""]
     header, rows_i = _instance_table(report)
     out += ["## Instances walked", "", _INSTANCES_NOTE, ""]
     out.append(_md_table(header, [[_md(c) for c in row] for row in rows_i]) if rows_i else "None recorded.")
@@ -710,8 +728,11 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 _INSTANCES_NOTE = (
     "Valid and invalid instances walked through the backend, by source: `corpus`, `reference` (generated "
-    "by the reference), `hypothesis-jsonschema` (`-unused`: drawn outside the declared language). A spec "
-    "whose JSON Schema got no hypothesis-jsonschema instance shows why."
+    "by the reference), `hypothesis-jsonschema` (`-unused`: drawn outside the declared language), "
+    "`targeted` (invalid instances aimed at one keyword or JSON syntax slip each), `spellings` (valid texts "
+    "in other legal spellings), `coverage-guided` (walks steered to grammar positions not yet compared; "
+    "`coverage/positions-*` count the positions found and compared, and the notes say whether coverage "
+    "saturated). A spec whose JSON Schema got no hypothesis-jsonschema instance shows why."
 )
 
 
@@ -856,6 +877,7 @@ def render_html(report: dict[str, Any]) -> str:
         *_html_findings(findings),
         *_html_refusals(report),
         *_html_internal_errors(report),
+        *_html_limits_probes(report),
         *_html_instances(report),
         *_html_timings(report),
         "</body></html>\n",
@@ -1007,7 +1029,7 @@ def _html_matrix(report: dict[str, Any]) -> list[str]:
             cells.append(f'<td class="{kind_c}">{_h(text)}</td>')
         body.append(f"<tr><th>{_h(inv)}</th>{''.join(cells)}</tr>")
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    return ["<h2>Summary matrix</h2>", table]
+    return ["<h2>Summary matrix</h2>", table, *_svg_invariant_bars(report)]
 
 
 def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
@@ -1083,6 +1105,38 @@ def _html_internal_errors(report: dict[str, Any]) -> list[str]:
     return p
 
 
+_LIMITS_PROBES_NOTE = (
+    "Growing hostile specs compiled by the backend (--limits-probes): seconds per size, in a worker with "
+    "time and memory limits. A hang, a crash or quadratic-or-worse growth is a 'limits' finding; the curve "
+    "is its certificate."
+)
+
+
+def _limits_probe_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One row per probe family: its verdict and its growth curve (size: seconds, outcome)."""
+    rows: list[list[str]] = []
+    for c in report.get("limits_probes", {}).get("curves", []):
+        curve = " → ".join(
+            f"{p.get('size')}: {_num(p.get('seconds'))} s"
+            + ("" if p.get("outcome") == "compiled" else f" {p.get('outcome')}")
+            for p in c.get("points", [])
+        )
+        rows.append([str(c.get("family", "")), str(c.get("verdict", "")), curve, str(c.get("why", ""))])
+    return ["family", "verdict", "size: seconds", "why"], rows
+
+
+def _html_limits_probes(report: dict[str, Any]) -> list[str]:
+    """The limits-probes section (only with --limits-probes): the growth curve of each family."""
+    if not report.get("limits_probes"):
+        return []
+    header, rows = _limits_probe_rows(report)
+    return [
+        "<h2>Limits probes</h2>",
+        f'<p class="note">{_h(_LIMITS_PROBES_NOTE)}</p>',
+        _html_table(header, rows),
+    ]
+
+
 def _html_instances(report: dict[str, Any]) -> list[str]:
     """The instances-walked section: counts per source, totals first."""
     header, rows_i = _instance_table(report)
@@ -1134,6 +1188,54 @@ def _html_finding(f: dict[str, Any]) -> str:
         f'<span class="sev sev-{_anchor(f.get("severity", ""))}">{_h(f.get("severity", ""))}</span></summary>'
         f"<dl>{dl}</dl>{ops_html}<p>Spec source:</p><pre>{_h(_spec_source(f))}</pre></details>"
     )
+
+
+def _svg_invariant_bars(report: dict[str, Any]) -> list[str]:
+    """Per invariant, summed over tokenizers: checks (green) and findings (red) as bars on one log
+    scale, so a few findings stand out next to thousands of checks. Nothing when nothing ran."""
+    totals: list[tuple[str, int, int]] = []
+    for inv in _invariants(report):
+        row = invariant_counts(report).get(inv, {})
+        cells = [c for c in row.values() if isinstance(c, dict)] if isinstance(row, dict) else []
+        checks = sum(int(c.get("checks") or 0) for c in cells)
+        found = sum(int(c.get("findings") or 0) for c in cells)
+        if checks or found:
+            totals.append((inv, checks, found))
+    if not totals:
+        return []
+    label_w, bar_w, row_h, top = 170, 470, 22, 24
+    width, height = label_w + bar_w + 120, top + row_h * len(totals) + 26
+    scale = math.log10(1 + max(max(c, f) for _, c, f in totals))
+
+    def length(n: int) -> float:
+        return bar_w * math.log10(1 + n) / scale if n else 0.0
+
+    parts = [
+        # no xmlns: inline in HTML the parser puts <svg> in the SVG namespace (and the page names no URL)
+        f'<svg width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="checks and findings per invariant">',
+        f'<rect x="{label_w}" y="6" width="10" height="10" fill="#2f9e44"/>'
+        f'<text x="{label_w + 14}" y="15">checks</text>'
+        f'<rect x="{label_w + 70}" y="6" width="10" height="10" fill="#c92a2a"/>'
+        f'<text x="{label_w + 84}" y="15">findings (log scale)</text>',
+    ]
+    for i, (inv, checks, found) in enumerate(totals):
+        y = top + i * row_h
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{_h(inv)}</text>')
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 3}" width="{length(checks):.1f}" height="8" fill="#2f9e44">'
+            f"<title>{_h(f'{inv}: {checks} checks')}</title></rect>"
+        )
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 12}" width="{length(found):.1f}" height="8" fill="#c92a2a">'
+            f"<title>{_h(f'{inv}: {found} findings')}</title></rect>"
+        )
+        end = label_w + max(length(checks), length(found)) + 6
+        parts.append(f'<text x="{end:.1f}" y="{y + 14}">{checks} / {found}</text>')
+    parts.append(
+        f'<text x="{label_w}" y="{height - 6}">bars: log10(1 + n); numbers: checks / findings</text></svg>'
+    )
+    return ["<h3>Checks and findings per invariant</h3>", "".join(parts)]
 
 
 def _svg_histogram(backend: dict[str, Any], reference: dict[str, Any]) -> str:
