@@ -46,7 +46,7 @@ def _cli(out: Path | None, *extra: str, die: bool = False) -> subprocess.Complet
 
 def _stable(report: dict[str, Any]) -> dict[str, Any]:
     """What must not depend on an interruption: everything but times and the resume count."""
-    drop = {"created", "elapsed_s", "timings", "resumed"}
+    drop = {"created", "elapsed_s", "timings", "resumed", "profile"}
     return {k: v for k, v in report.items() if k not in drop}
 
 
