@@ -151,3 +151,23 @@ def test_an_adapter_that_cannot_import_from_the_installed_release_names_the_vers
         props.backends.BackendUnavailable, match=r"installed numpy \S+ lacks what the adapter"
     ):
         props.backends.adapter_class(info.name)
+
+
+def test_an_engine_api_that_breaks_its_contract_is_the_engines_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-format-enforcer's ``get_allowed_tokens`` returned None on two real schemas (129k vocabulary):
+    the adapter's ``.allowed_tokens`` on it was once judged the adapter's AttributeError (an internal
+    error); the adapter now says what the engine did, and it is the engine's crash."""
+    pytest.importorskip("lmformatenforcer")
+    from lmformatenforcer import TokenEnforcer
+
+    from props.backends import load_backend
+    from props.contract.attribution import adapter_modules
+    from refdecoder import Regex
+
+    backend = load_backend("lm-format-enforcer")
+    compiled = backend.compile(Regex("ab"), tm.byte_vocabulary())
+    m = backend.matcher(compiled)
+    monkeypatch.setattr(TokenEnforcer, "get_allowed_tokens", lambda self, ids: None)
+    with pytest.raises(RuntimeError, match="returned None") as info:
+        m.mask()
+    assert adapter_fault(info.value, adapter_modules(type(backend), type(m))) is None
