@@ -290,3 +290,14 @@ def test_a_walk_of_an_invalid_output_or_a_crash_is_not_shortened() -> None:
         invariant=Invariant.SOUNDNESS, certificate={"invalid_text": b'{"k":1}'}
     )
     assert walk_text(invalid) == ("invalid", b'{"k":1}')
+
+
+def test_the_keyword_an_invalid_output_breaks() -> None:
+    from props.checks.defects import violated_keyword
+
+    arr = SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "prefixItems": [False]}, "a", "t")
+    assert violated_keyword(arr, b"[2]") == "false subschema"  # jsonschema names no keyword for `false`
+    assert violated_keyword(arr, b"[2") == "syntax"
+    short = SpecRef(SpecKind.JSON_SCHEMA, {"maxItems": 1}, "m", "t")
+    assert violated_keyword(short, b"[1,2]") == "keyword maxItems"
+    assert violated_keyword(SpecRef(SpecKind.REGEX, "a", "r", "t"), b"b") == "language"

@@ -247,7 +247,11 @@ def violated_keyword(spec: SpecRef, output: bytes) -> str:
         )
     except (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError):
         return "keyword ?"
-    return f"keyword {error.validator}" if error is not None else "keyword ?"
+    if error is None:
+        return "keyword ?"
+    # A ``false`` subschema has no keyword: jsonschema reports validator None ("False schema does not
+    # allow ...").
+    return f"keyword {error.validator}" if error.validator is not None else "false subschema"
 
 
 def signature(f: Finding, grammar: Grammar | None = None) -> str:
