@@ -673,13 +673,19 @@ def _certify_shard(
                 result = _guarded_case(backend, spec.cases[ci], spec.vocabs[vi], kw)
                 sink({"type": "result", "shard": spec.shard, "pair": (ci, vi), "result": result})
         finally:
-            close = getattr(backend, "close", None) if built else None
-            if close is not None:
-                close()
+            if built:
+                _close(backend)
     except (CertifyError, AdapterFault) as e:
         sink({"type": "fatal", "shard": spec.shard, "exception": e})
         complete = False
     sink({"type": "done", "shard": spec.shard, "complete": complete})
+
+
+def _close(backend: Any) -> None:
+    """Stop a backend's worker subprocess, if it has one (adapters in this process have no ``close``)."""
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
 
 
 class _Progress:
@@ -746,9 +752,8 @@ def _run_params(
 ) -> dict[str, Any]:
     """What a run's results depend on (a resumed run must match): not the workers, the budget, the
     output directory or what happens after the checks (minimization, baseline)."""
-    name = backend if isinstance(backend, str) else f"{type(backend).__module__}:{type(backend).__qualname__}"
-    if isinstance(backend, type):
-        name = f"{backend.__module__}:{backend.__qualname__}"
+    cls = backend if isinstance(backend, type) else type(backend)
+    name = backend if isinstance(backend, str) else f"{cls.__module__}:{cls.__qualname__}"
     return {
         "backend": name,
         "options": options,
@@ -882,9 +887,7 @@ def certify(
     finally:
         show.finish()
     if fatal:
-        close = getattr(instance, "close", None)
-        if close is not None:
-            close()
+        _close(instance)
         raise fatal[0]["exception"]
     results = [finished[p] for p in pairs if p in finished]
     complete = len(results) == len(pairs)
@@ -905,9 +908,7 @@ def certify(
         attach_limits_probes(report, instance, vocabs[0])
     if baseline is not None:
         report.apply_baseline(baseline)
-    close = getattr(instance, "close", None)
-    if close is not None:
-        close()
+    _close(instance)
     if out is not None:
         report.write(out)
     return report

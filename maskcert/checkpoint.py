@@ -1,12 +1,12 @@
 """Checkpoints of a certify run, so that a killed run continues where it stopped (``--resume DIR``).
 
 Layout under the report directory: ``checkpoint/run.json`` holds the run's parameters (what
-:func:`maskcert.certify` was called with, as JSON) and their digest; ``checkpoint/results/`` holds one
+:func:`maskcert.certify` was called with, as JSON); ``checkpoint/results/`` holds one
 file per finished (case, vocabulary) pair, the pickled :class:`~maskcert.certification.CaseResult`,
 named by a digest of the case's name and spec and the vocabulary's fingerprint. Each file is written
 to a temporary name and renamed (atomic on POSIX), so a kill leaves either the whole result or none.
 
-A resumed run must have the same parameters (same digest): results of another run are never mixed
+A resumed run must have the same parameters: results of another run are never mixed
 in. The pickles are this machine's own files, read back by the same maskcert version (``run.json``
 records it); they are not an exchange format.
 """
@@ -52,11 +52,10 @@ class Checkpoint:
         self.results.mkdir(parents=True, exist_ok=True)
         for old in self.results.glob("*.pkl"):
             old.unlink()
-        doc = {"format": FORMAT, "maskcert": version, "digest": _digest(params), "params": params}
+        doc = {"format": FORMAT, "maskcert": version, "params": params}
         self._write(self.dir / "run.json", (json.dumps(doc, indent=1, default=str) + "\n").encode())
 
-    def params(self) -> dict[str, Any]:
-        """The parameters the checkpointed run was started with."""
+    def _doc(self) -> dict[str, Any]:
         path = self.dir / "run.json"
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -75,21 +74,25 @@ class Checkpoint:
             or not isinstance(doc.get("params"), dict)
         ):
             raise CheckpointError(f"--resume {self.dir.parent}: {path}: expected checkpoint format {FORMAT}")
-        return dict(doc["params"])
+        return doc
+
+    def params(self) -> dict[str, Any]:
+        """The parameters the checkpointed run was started with."""
+        return dict(self._doc()["params"])
 
     def check(self, params: dict[str, Any], version: str) -> None:
         """Raise :class:`CheckpointError` unless the checkpoint is of a run with these ``params``."""
-        stored = self.params()
-        doc = json.loads((self.dir / "run.json").read_text(encoding="utf-8"))
+        doc = self._doc()
+        stored = doc["params"]
         if doc.get("maskcert") != version:
             raise CheckpointError(
                 f"--resume {self.dir.parent}: written by maskcert {doc.get('maskcert')}, this is {version}"
             )
-        if _digest(params) != doc.get("digest"):
+        if _digest(params) != _digest(stored):  # digests: the stored params went through JSON
             differ = sorted(k for k in set(params) | set(stored) if params.get(k) != stored.get(k))
             raise CheckpointError(
                 f"--resume {self.dir.parent}: the checkpoint is of a run with other parameters "
-                f"({', '.join(differ) or 'digest'} differ); resume with the same ones"
+                f"({', '.join(differ) or 'their JSON form'} differ); resume with the same ones"
             )
         self.results.mkdir(parents=True, exist_ok=True)
 

@@ -309,16 +309,11 @@ class LMFormatEnforcerMatcher:
     def allowed_ids(self) -> list[int]:
         """``TokenEnforcer.get_allowed_tokens`` for the ids so far, as LMFE returns it (before EOS)."""
         allowed = self._h.enforcer.get_allowed_tokens(list(self._ids))
-        if allowed is None:  # the engine broke its own contract: a crash finding, not the adapter's fault
+        tokens = getattr(allowed, "allowed_tokens", allowed)  # a list before 0.11 ("Releases")
+        if tokens is None:  # the engine broke its own contract: a crash finding, not the adapter's fault
             raise RuntimeError(
                 f"lm-format-enforcer: TokenEnforcer.get_allowed_tokens returned None after {len(self._ids)} "
                 "tokens (documented to return the allowed tokens)"
-            )
-        tokens = getattr(allowed, "allowed_tokens", allowed)  # a list before 0.11 ("Releases")
-        if tokens is None:
-            raise RuntimeError(
-                f"lm-format-enforcer: get_allowed_tokens gave a TokenList without allowed_tokens after "
-                f"{len(self._ids)} tokens"
             )
         return list(tokens)
 
