@@ -161,6 +161,32 @@ class Matrix:
         return paths
 
 
+# Findings whose token is not a step of a text (serving operations, crashes, limits).
+_NO_TEXT = frozenset(
+    {Invariant.CRASH, Invariant.LIMITS, Invariant.FORK, Invariant.ROLLBACK, Invariant.SPECULATIVE}
+    | {Invariant.JUMP_FORWARD, Invariant.DETERMINISM, Invariant.REFUSAL}
+)
+
+
+def _bytes(value: Any) -> bytes | None:
+    if isinstance(value, dict):  # a certificate read back from JSON: {"hex", "text"}
+        return bytes.fromhex(str(value.get("hex", "")))
+    return value if isinstance(value, bytes) else None
+
+
+def _witness(f: Finding) -> bytes | None:
+    """The text that shows the defect: the invalid output it let finish or the valid completion it
+    blocked, else the walk up to the divergence followed by the token the engine got wrong."""
+    cert = f.certificate or {}
+    for key in ("invalid_text", "completion", "witness"):
+        found = _bytes(cert.get(key))
+        if found is not None:
+            return found
+    if f.invariant not in _NO_TEXT and f.token_bytes is not None:
+        return f.prefix_bytes + f.token_bytes
+    return None
+
+
 def _cells(engine: str, features: Sequence[Feature], report: Report) -> list[dict[str, Any]]:
     by_feature: dict[str, list[Finding]] = {}
     for f in report.findings:
@@ -192,9 +218,7 @@ def _cells(engine: str, features: Sequence[Feature], report: Report) -> list[dic
         for d in group(found, grammar_of):
             ex = d.example
             cert = ex.certificate or {}
-            witness = cert.get("completion") or cert.get("witness") or cert.get("invalid_text")
-            if isinstance(witness, dict):  # a certificate read back from JSON: {"hex", "text"}
-                witness = bytes.fromhex(str(witness.get("hex", "")))
+            witness = _witness(ex)
             defects.append(
                 {
                     "id": d.id,
@@ -342,7 +366,10 @@ def render_markdown(data: dict[str, Any]) -> str:
     if unsound:
         lines += ["", "## Unsound cells", ""]
         for c in unsound:
-            d = next((d for d in c["defects"] if d["invariant"] in ("soundness", "eos", "refusal")), None)
+            unsound_defects = [d for d in c["defects"] if d["invariant"] in ("soundness", "eos", "refusal")]
+            # The feature's own targeted instance first: the line should name what the cell is about.
+            own = [d for d in unsound_defects if str(d.get("targets") or "").startswith(c["feature"])]
+            d = (own or unsound_defects or [None])[0]
             what = f"{d['summary']} — witness {d['witness']!r}" if d else ""
             lines.append(f"- {c['engine']} × `{c['feature']}`: {what}")
     return "\n".join(lines) + "\n"
