@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
+from ._complete import Completer
 from ._ir import Network
 from ._limits import Deadline, Limits
 from ._parser import Parser, State
@@ -142,6 +143,7 @@ class Grammar:
         self.fingerprint = hashlib.sha256(spec.canonical().encode()).hexdigest()
         self._memo: OrderedDict[tuple[State, int], State | None] = OrderedDict()
         self._memo_size = memo_size
+        self._completer: Completer | None = None
 
     @property
     def network(self) -> Network:
@@ -182,6 +184,23 @@ class Grammar:
         """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``."""
         cand = self._parser.live_bytes(state)
         return bytes(b for b in cand if self.advance_byte(state, b) is not None)
+
+    def completion(self, state: State) -> bytes | None:
+        """A shortest byte string taking ``state`` to acceptance, read off the network
+        (:mod:`refdecoder._complete`) and checked here byte by byte; None when its search bounds were
+        hit (callers then search over states, e.g. ``props.checks.witness.shortest_completion``)."""
+        if self._completer is None:
+            self._completer = Completer(self.network)
+        word = self._completer.complete(state)
+        if word is None:
+            return None
+        end = self.advance(state, word)
+        if end is None or not end.accepting:
+            raise AssertionError(
+                f"refdecoder: the structural completion {word[:80]!r} of state {state.id} is not "
+                f"accepted by the matcher (spec {self.fingerprint[:12]}): a bug of refdecoder._complete"
+            )
+        return word
 
     def forced_bytes(self, state: State, limit: int = 4096) -> bytes:
         """The longest byte string every completion of ``state`` starts with."""

@@ -31,8 +31,16 @@ def shortest_completion(
     g: Grammar, state: State, max_states: int = 5_000, max_len: int = 400
 ) -> bytes | None:
     """Some byte string taking ``state`` to an accepting state, or None if none is found within the
-    budget. Depth-first over states, trying structure-closing bytes first; visited states are
-    skipped, so loops (string bodies, whitespace) cannot trap it."""
+    budget. First the shortest one read off the grammar network (:meth:`Grammar.completion`, checked
+    by the matcher there); where that gives up, depth-first over states, trying structure-closing
+    bytes first; visited states are skipped, so loops (string bodies, whitespace) cannot trap it."""
+    word = g.completion(state)
+    if word is not None and len(word) <= max_len:
+        return word
+    return _depth_first_completion(g, state, max_states, max_len)
+
+
+def _depth_first_completion(g: Grammar, state: State, max_states: int, max_len: int) -> bytes | None:
     seen = {state}
     stack: list[tuple[State, bytes]] = [(state, b"")]
     while stack and len(seen) < max_states:

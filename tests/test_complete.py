@@ -1,0 +1,92 @@
+"""The structural completion (refdecoder/_complete.py) against the slow, obvious path: the matcher
+accepts every completion it gives, and it is as short as breadth-first search over states finds."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import refdecoder
+from props.checks.witness import breadth_first_completion, shortest_completion
+from props.corpus import load_corpus, reference_spec
+from refdecoder._ir import Lex
+from refdecoder._numbers import NumberLexeme
+
+
+@cache
+def _grammars() -> tuple[refdecoder.Grammar, ...]:
+    out = []
+    for case in load_corpus("builtin"):
+        try:
+            out.append(refdecoder.compile(reference_spec(case.spec)))
+        except refdecoder.MaskcertError:
+            continue
+    out.append(
+        refdecoder.compile(
+            refdecoder.Gbnf('root ::= "(" root ")" | "x" | "[" list "]"\nlist ::= root ("," root)*')
+        )
+    )
+    return tuple(out)
+
+
+def _has_numbers(g: refdecoder.Grammar) -> bool:
+    return any(isinstance(n, Lex) and isinstance(n.lexeme, NumberLexeme) for n in g.network.nodes)
+
+
+def _walk(g: refdecoder.Grammar, picks: list[int]) -> Any:
+    s = g.initial()
+    for k in picks:
+        live = g.live_bytes(s)
+        if not live:
+            break
+        nxt = g.advance_byte(s, live[k % len(live)])
+        assert nxt is not None
+        s = nxt
+    return s
+
+
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 255), max_size=40))
+def test_completion_is_accepted_and_shortest(which: int, picks: list[int]) -> None:
+    grammars = _grammars()
+    g = grammars[which % len(grammars)]
+    s = _walk(g, picks)
+    word = g.completion(s)  # Grammar.completion raises if the matcher does not accept it
+    bfs = breadth_first_completion(g, s, max_states=3_000) if not s.accepting else b""
+    if bfs is None:
+        return  # breadth-first search gave up: nothing to compare with
+    assert word is not None, f"no structural completion where BFS finds {bfs!r}"
+    end = g.advance(s, word)
+    assert end is not None and end.accepting
+    if _has_numbers(g):
+        # A number lexeme's witness is constructive, not always shortest: only acceptance is claimed.
+        return
+    assert len(word) == len(bfs), (word, bfs)
+
+
+def test_required_keys_complete_where_depth_first_search_gave_up() -> None:
+    schema = {
+        "type": "object",
+        "properties": {f"k{i}": {"type": "string", "minLength": 3} for i in range(12)},
+        "required": [f"k{i}" for i in range(12)],
+        "additionalProperties": False,
+    }
+    g = refdecoder.compile(refdecoder.JsonSchema(schema))
+    s = g.advance(g.initial(), b'{"k3":"ab')
+    assert s is not None
+    word = g.completion(s)
+    assert word is not None
+    end = g.advance(s, word)
+    assert end is not None and end.accepting
+    assert shortest_completion(g, s) == word
+
+
+@pytest.mark.parametrize("source", ['root ::= "a" root | "b"', 'root ::= [a-c]{2,4} "!"'])
+def test_completion_of_the_initial_state(source: str) -> None:
+    g = refdecoder.compile(refdecoder.Gbnf(source))
+    word = g.completion(g.initial())
+    assert word is not None and g.accepts(word)
+    assert len(word) == len(breadth_first_completion(g, g.initial(), 10_000) or b"")
