@@ -741,11 +741,38 @@ def _weight(t: Target, tok: int) -> float:
     return w + 2 * tok / max(1, t.size)
 
 
+# _weight for every token of a vocabulary, computed once per (vocabulary, size): the pickers below ask
+# for it on every step of every walk (millions of calls in one certify run otherwise).
+_WEIGHTS: dict[tuple[str, int], np.ndarray] = {}
+
+
+def token_weights(t: Target) -> np.ndarray:
+    """``_weight(t, i)`` for every token id ``i`` (float64, read-only), memoized per vocabulary."""
+    key = (t.vocab.fingerprint, t.size)
+    w = _WEIGHTS.get(key)
+    if w is None:
+        if len(_WEIGHTS) >= 16:
+            _WEIGHTS.clear()
+        w = np.array([_weight(t, i) for i in range(t.size)], dtype=np.float64)
+        w.flags.writeable = False
+        _WEIGHTS[key] = w
+    return w
+
+
+def by_weight(t: Target, ids: Sequence[int]) -> list[int]:
+    """``ids`` most preferred first (:func:`_weight` descending, then id ascending)."""
+    arr = np.asarray(ids, dtype=np.int64)
+    if not len(arr):
+        return []
+    order = np.lexsort((arr, -token_weights(t)[arr]))
+    return [int(i) for i in arr[order]]
+
+
 def weighted_picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
     """A ``pick`` for :func:`adversarial_walk` from a seeded RNG."""
 
     def pick(t: Target, allowed: list[int]) -> int:
-        return rng.choices(allowed, weights=[_weight(t, i) for i in allowed])[0]
+        return rng.choices(allowed, weights=token_weights(t)[allowed].tolist())[0]
 
     return pick
 

@@ -31,8 +31,8 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 from props.checks.invariants import (
     NotChecked,
     Target,
-    _weight,
     adversarial_walk,
+    by_weight,
     check_invalid,
     check_walk,
     prepare,
@@ -178,7 +178,7 @@ def adversarial_property(targets: Targets, name: str = "invariants/adversarial")
         t.fresh()
 
         def pick(tt: Target, allowed: list[int]) -> int:
-            ordered = sorted(allowed, key=lambda i: (-_weight(tt, i), i))
+            ordered = by_weight(tt, allowed)
             return int(data.draw(st.sampled_from(ordered), label="token"))
 
         _raise(adversarial_walk(t, pick, max_steps=24))

@@ -21,7 +21,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from props.checks.invariants import BackendFault, Target, _rejected, _weight, compare_step
+from props.checks.invariants import BackendFault, Target, _rejected, by_weight, compare_step
 from props.contract import operations as op
 from props.contract.findings import Finding, FindingFailure, Invariant
 from props.contract.operations import Op
@@ -44,7 +44,7 @@ def machine_for(t: Target) -> type[RuleBasedStateMachine]:
 
 def _token_options(t: Target, bits: np.ndarray, ideal: np.ndarray) -> list[int]:
     """The tokens either side allows, most likely first (so unsound and blocked tokens both get tried)."""
-    return sorted(np.flatnonzero(bits | ideal).tolist(), key=lambda x: -_weight(t, x))
+    return by_weight(t, np.flatnonzero(bits | ideal).tolist())
 
 
 def _accept_mismatch(
