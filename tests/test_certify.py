@@ -93,6 +93,10 @@ def test_each_broken_backend_is_caught_with_a_certificate(invariant: str, byte: 
     assert invariant in found, (invariant, found, [f.message for f in report.findings][:5])
     _check_certificates(report.findings)
     assert report.exit_code == (1 if found & FAILING else 0)
+    # Every invariant with findings was checked: the report never says "0 checks, N findings".
+    for inv, per_vocab in report.data["counts"].items():
+        for name, c in per_vocab.items() if inv != "defects" else ():
+            assert c["findings"] == 0 or c["checks"] > 0, (inv, name, c)
 
 
 def test_report_files_and_reproducers(tmp_path: Path, byte: tm.Vocabulary) -> None:

@@ -596,6 +596,16 @@ def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Find
     )
 
 
+_COMPARED_CANONICAL = (
+    Invariant.SOUNDNESS,
+    Invariant.EOS,
+    Invariant.LIVENESS,
+    Invariant.COMPLETENESS_BYTE,
+    Invariant.COMPLETENESS_CANONICAL,
+)
+_COMPARED = (*_COMPARED_CANONICAL, Invariant.COMPLETENESS_TOKEN, Invariant.UTF8)
+
+
 def compare_step(
     t: Target, m: Any, r: RefMatcher, prefix: Sequence[int], walk: str, next_id: int | None = None
 ) -> list[Finding]:
@@ -603,7 +613,10 @@ def compare_step(
     bm = t.backend_mask(m)
     rm = t.reference_mask(r)
     found: list[Finding] = []
-    for inv in (Invariant.SOUNDNESS, Invariant.COMPLETENESS_TOKEN, Invariant.EOS, Invariant.LIVENESS):
+    # Every comparison checks each of these: a missing token is classified (by _completeness) as
+    # blocked in every segmentation (byte), in the canonical one, in this one (token) or inside a
+    # character (utf8); the last two do not apply to a backend that promises canonical encodings only.
+    for inv in _COMPARED if not t.profile.canonical_tokenization_only else _COMPARED_CANONICAL:
         t.checks[inv] += 1
     b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
     b_text, r_text = bm & t.text, rm & t.text
