@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from typing import Any
 
 from ._limits import budget_scope
@@ -12,20 +13,40 @@ from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Reg
 __all__ = ["compile", "compile_json_schema", "compile_regex", "compile_gbnf", "compile_choice"]
 
 
+# The last few grammars compiled, by (spec, limits). A Grammar is a pure value (its tables are memos),
+# so handing the same one to two callers is safe, and callers that compile one spec twice — certify
+# compiles it for the reference and, when the backend is the reference, again for the backend —
+# then share its byte-step memo instead of running the parser twice.
+_RECENT: OrderedDict[tuple[str, Limits], Grammar] = OrderedDict()
+_RECENT_SIZE = 8
+
+
 def compile(spec: Spec, limits: Limits | None = None) -> Grammar:  # noqa: A001 - the documented name
     """Compile ``spec`` within ``limits`` (its structural limits and one compile budget of time and
     fuel, refdecoder/_limits.py); every refusal is typed (``Unsupported``, ``LimitExceeded``,
-    ``SpecError``)."""
+    ``SpecError``). The same spec and limits compiled again give the same (immutable) Grammar."""
     limits = limits or Limits()
     try:
+        key = (spec.canonical(), limits)
+    except (AttributeError, TypeError, ValueError, RecursionError):
+        key = None  # not a spec, or one too odd to key: _compile refuses it with a typed error
+    if key is not None and key in _RECENT:
+        _RECENT.move_to_end(key)
+        return _RECENT[key]
+    try:
         with budget_scope(limits):
-            return _compile(spec, limits)
+            grammar = _compile(spec, limits)
     except RecursionError:  # a backstop: the structural limits should refuse such a spec first
         raise LimitExceeded(
             "python_recursion",
             f"a nest of subschemas, $refs or groups deeper than Python's recursion limit "
             f"({sys.getrecursionlimit()}) allows",
         ) from None
+    if key is not None:
+        _RECENT[key] = grammar
+        if len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+    return grammar
 
 
 def _compile(spec: Spec, limits: Limits) -> Grammar:
