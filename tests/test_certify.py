@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from props.contract.findings import FAILING, TOKEN_INVARIANTS, Finding, SpecKind
 from props.corpus import Case, load_corpus, validate_output
 from props.output.report import load_report
 
-from ._toys import TOYS, NeverAccepting
+from ._toys import TOYS, NeverAccepting, _Toy, _Wrapped
 
 SMALL = [
     Case(SpecRef(SpecKind.REGEX, "a|ab|abc", "prefixes", "test"), valid=("a", "ab", "abc"), invalid=("b",)),
@@ -218,3 +219,29 @@ def test_is_accepting_is_checked_against_the_reference(byte: tm.Vocabulary) -> N
     report = certify(NeverAccepting, tokenizers=[byte], corpus=(), cases=SMALL[:1], examples=1)
     hits = [f for f in report.findings if f.invariant == "eos" and "is_accepting()" in f.message]
     assert hits and hits[0].certificate["expected"] is True, [f.message for f in report.findings]
+
+
+class _CrashOnThirdAccept(_Wrapped):
+    def accept(self, token_id: int) -> Any:
+        if len(self.inner.accepted_ids()) == 2:
+            raise RuntimeError("toy engine bug on the third token")
+        return self.inner.accept(token_id)
+
+
+class CrashOnThirdAccept(_Toy):
+    """``accept()`` raises on the third token (crash)."""
+
+    matcher_class = _CrashOnThirdAccept
+
+
+def test_an_accept_crash_names_the_prefix_and_the_token(tmp_path: Path, byte: tm.Vocabulary) -> None:
+    """A crash finding replays exactly: the ids accepted before it and the token being accepted."""
+    report = certify(
+        CrashOnThirdAccept, tokenizers=[byte], corpus=(), cases=SMALL[:2], examples=0, out=tmp_path
+    )
+    crashes = [f for f in report.findings if f.invariant == "crash"]
+    assert crashes, [f.message for f in report.findings]
+    f = crashes[0]
+    assert len(f.prefix_ids) == 2 and f.token_id is not None, f
+    assert f.prefix_bytes == byte.decode(list(f.prefix_ids))
+    assert f.token_bytes == byte.token_bytes[f.token_id]

@@ -155,9 +155,11 @@ class Target:
     def compile_again(self) -> Any:
         return _call("compile", self.backend.compile, make_spec(self.spec, self.profile.json), self.vocab)
 
-    def fault(self, e: BackendFault, prefix: Sequence[int] = ()) -> Finding:
+    def fault(self, e: BackendFault, prefix: Sequence[int] = (), token: int | None = None) -> Finding:
+        """The crash finding for ``e``, raised after ``prefix`` was accepted (while accepting ``token``,
+        when given): a reproducer replays exactly those ids."""
         f = backend_failure(self.backend, self.spec, self.vocab, e.operation, e.error)
-        return f.with_(prefix_ids=tuple(prefix), prefix_bytes=self.vocab.decode(prefix) if prefix else b"")
+        return failure_at(f, self.vocab, prefix, token)
 
     def fresh(self) -> None:
         """Forget what was seen and certified: each Hypothesis example must judge on its own, or a
@@ -333,6 +335,18 @@ def backend_failure(
             "log_tail": str(getattr(e, "log_tail", ""))[-2000:],
         },
     )
+
+
+def failure_at(f: Finding, vocab: Vocabulary, prefix: Sequence[int], token: int | None = None) -> Finding:
+    """A crash finding placed where it happened: after ``prefix`` was accepted, while accepting
+    ``token`` when given (what its reproducer replays)."""
+    f = f.with_(
+        prefix_ids=tuple(int(i) for i in prefix), prefix_bytes=vocab.decode(list(prefix)) if prefix else b""
+    )
+    if token is None:
+        return f
+    data = vocab.token_bytes[token] if 0 <= token < len(vocab.token_bytes) else None
+    return f.with_(token_id=int(token), token_bytes=data)
 
 
 def prepare(
@@ -706,14 +720,18 @@ def _rejected(outcome: Any) -> bool:
 def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = True) -> list[Finding]:
     """Masks compared at every step of ``ids`` (a sequence the reference accepts), then EOS."""
     found: list[Finding] = []
+    at: Sequence[int] = ()  # where a backend exception happened: after ``at``, accepting ``pending``
+    pending: int | None = None
     try:
         m = t.matcher()
         r = RefMatcher(t.reference)
         for k, tok in enumerate(ids):
+            at, pending = ids[:k], None
             found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok))
             ref_out = r.accept(int(tok))
             if _rejected(ref_out):
                 raise ValueError(f"walk {walk!r} is not in the language at step {k} (token {tok})")
+            pending = int(tok)
             if _rejected(m.accept(int(tok))):
                 if not any(f.step == k and f.token_id == tok for f in found) and t.first_time(
                     "accept", k, tok
@@ -722,13 +740,15 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
                     if f is not None:
                         found.append(f.with_(backend_verdict="accept() rejected it"))
                 return found
+        at, pending = ids, None
         found += compare_step(t, m, r, ids, walk)
         if end_with_eos and r.is_accepting() and len(t.eos):
             eos = int(t.eos[0])
+            pending = eos
             if _rejected(m.accept(eos)) and not any(f.invariant == Invariant.EOS for f in found):
                 found.append(_eos(t, ids, False, walk).with_(backend_verdict="accept(EOS) rejected"))
     except BackendFault as e:  # backend exceptions are findings (docs/style.md §7)
-        found.append(t.fault(e))
+        found.append(t.fault(e, at, pending if e.operation == "accept" else None))
     return found
 
 
@@ -797,10 +817,12 @@ def adversarial_walk(
     every step; stops at EOS, at the first token the reference rejects, or after ``max_steps``."""
     found: list[Finding] = []
     ids: list[int] = []
+    pending: int | None = None  # the token being accepted when a backend exception happened
     try:
         m = t.matcher()
         r = RefMatcher(t.reference)
         for _ in range(max_steps):
+            pending = None
             found += compare_step(t, m, r, ids, "adversarial")
             bits = t.backend_mask(m)
             allowed = np.flatnonzero(bits).tolist()
@@ -809,6 +831,7 @@ def adversarial_walk(
             tok = int(pick(t, allowed))
             if _rejected(r.accept(tok)):
                 break  # compare_step has reported it (soundness or eos)
+            pending = tok
             if _rejected(m.accept(tok)):
                 found.append(
                     t.finding(
@@ -832,7 +855,7 @@ def adversarial_walk(
                 break
             ids.append(tok)
     except BackendFault as e:
-        found.append(t.fault(e, ids))
+        found.append(t.fault(e, ids, pending if e.operation == "accept" else None))
     return found
 
 
@@ -850,17 +873,22 @@ def check_invalid(
     ids = canonical_ids(vocab, data) or vocab.index.fewest_tokens(data)
     if ids is None:
         return []
+    done = 0  # ids accepted before a backend exception
     try:
         m = Guarded(_call("matcher", backend.matcher, compiled))
         for i in ids:
             if _rejected(m.accept(int(i))):
                 return []
+            done += 1
         bits = mask_bits(m.mask(), len(vocab))
         eos = [e for e in sorted(vocab.eos_ids) if bits[e]]
         if not eos:
             return []
     except BackendFault as e:
-        return [backend_failure(backend, spec, vocab, e.operation, e.error)]
+        token = int(ids[done]) if e.operation == "accept" and done < len(ids) else None
+        return [
+            failure_at(backend_failure(backend, spec, vocab, e.operation, e.error), vocab, ids[:done], token)
+        ]
     invariant = Invariant.SOUNDNESS if reference_compiled else Invariant.REFUSAL
     return [
         Finding(
@@ -907,8 +935,11 @@ def check_serving(t: Target, ids: Sequence[int]) -> list[Finding]:
         # Only the part of the walk the backend itself accepts: a rejection is the mask checks' finding.
         m = t.matcher()
         n = 0
-        while n < len(ids) and not _rejected(m.accept(int(ids[n]))):
-            n += 1
+        try:
+            while n < len(ids) and not _rejected(m.accept(int(ids[n]))):
+                n += 1
+        except BackendFault as e:  # on the plain walk: a reproducer replays it exactly
+            return [t.fault(e, ids[:n], int(ids[n]) if e.operation == "accept" else None)]
         ids = list(ids[:n])
         if n == 0:
             return found
