@@ -15,9 +15,16 @@ OUT="${1:-versions-nightly}"
 TOKENIZER="${MASKCERT_VERSIONS_TOKENIZER:-bpe}"
 EXAMPLES="${MASKCERT_VERSIONS_EXAMPLES:-2}"
 status=0
+# Not installable into the engine cache as-is: llama-cpp-python builds natively from source (use
+# ci/install_llama_cpp.sh, CPU flags, ~15 min) and syncode pins transformers 4.53, which would shadow the
+# environment's transformers in the worker. Their single tested release is certified where installed.
+SKIP="llama-cpp syncode"
+echo "== skipped (not installable into the engine cache): $SKIP"
 pairs=$(python3 -c "
 from props.backends import ENGINES, REGISTRY
 for name in ENGINES:
+    if name in '$SKIP'.split():
+        continue
     releases = REGISTRY[name].releases
     for v in dict.fromkeys(releases[:1] + releases[-1:]):
         print(f'{name}=={v}')

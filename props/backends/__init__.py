@@ -163,6 +163,48 @@ REGISTRY: Mapping[str, BackendInfo] = MappingProxyType(
                 {"max_consecutive_whitespaces": 12},
                 ("0.9.6", "0.10.12", "0.11.3"),
             ),
+            # formatron's grammars on its engine kbnf, driven per step (props/backends/formatron.py);
+            # formatron 0.4.0-0.5.0 import only with pydantic<2.12 (see that module's "Releases").
+            BackendInfo(
+                "formatron",
+                "props.backends.formatron:FormatronBackend",
+                "formatron",
+                "formatron",
+                ">=0.4.0,<=0.5.0",
+                {},
+                ("0.4.0", "0.4.9", "0.5.0"),
+            ),
+            # transformers-CFG's token recognizer over raw token bytes (props/backends/transformers_cfg.py).
+            BackendInfo(
+                "transformers-cfg",
+                "props.backends.transformers_cfg:TransformersCFGBackend",
+                "transformers_cfg",
+                "transformers-cfg",
+                ">=0.2.7,<=0.2.7",
+                {},
+                ("0.2.7",),
+            ),
+            # llama.cpp's grammar sampler through llama-cpp-python's ctypes API, on a vocabulary-only GGUF
+            # written from the vocabulary (props/backends/llama_cpp.py; built by ci/install_llama_cpp.sh).
+            BackendInfo(
+                "llama-cpp",
+                "props.backends.llama_cpp:LlamaCppBackend",
+                "llama_cpp",
+                "llama-cpp-python",
+                ">=0.3.36,<=0.3.36",
+                {},
+                ("0.3.36",),
+            ),
+            # SynCode's logits processor over an HF tokenizer (props/backends/syncode.py): Lark grammars only.
+            BackendInfo(
+                "syncode",
+                "props.backends.syncode:SyncodeBackend",
+                "syncode",
+                "syncode",
+                ">=0.4.16,<=0.4.16",
+                {"mode": "grammar_strict"},
+                ("0.4.16",),
+            ),
         )
     }
 )
