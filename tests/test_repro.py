@@ -366,3 +366,22 @@ def test_outlines_core_ignores_minimum(tmp_path: Path, vocab: Vocabulary) -> Non
     )
     proc = _write_and_run(tmp_path, vocab, f)
     assert proc.returncode == 1 and "REPRODUCED: the backend accepts the invalid instance" in proc.stdout
+
+
+def test_an_accept_eos_finding_is_replayed_through_accept(tmp_path: Path, vocab: Vocabulary) -> None:
+    """A finding recorded as "accept(EOS) rejected" is judged by accept(EOS), not by the mask's EOS bit:
+    on the reference (whose accept takes EOS after "a" in a|ab) it does not reproduce, and says why."""
+    f = _finding(
+        vocab,
+        "eos",
+        "reference",
+        prefix_ids=(A,),
+        token_id=EOS,
+        backend_verdict="accept(EOS) rejected",
+        reference_verdict="the prefix is in the language",
+        reference_allows=True,
+        message="claimed: accept(EOS) rejected after 'a'",
+    )
+    proc = _write_and_run(tmp_path, vocab, f)
+    assert "now asking accept(" in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and "NOT REPRODUCED" in proc.stdout, proc.stdout

@@ -308,6 +308,13 @@ def check_token(vocab: VocabInfo, engine: EngineLike) -> NoReturn:
     else:
         what = f"token {token_repr(vocab, TOKEN_ID)}"
         now = TOKEN_ID in allowed
+    if str(FINDING.get("backend_verdict", "")).startswith("accept("):
+        # The finding is accept()'s own verdict (e.g. "accept(EOS) rejected" where the mask offers it):
+        # ask accept, as the certifier did.
+        token = TOKEN_ID if TOKEN_ID is not None else vocab["eos_ids"][0]
+        print(f"  backend mask: {verdict(now)}; now asking accept({token_repr(vocab, token)})")
+        now = bool(m.accept(token))
+        what = f"accept({'EOS' if token in vocab['eos_ids'] else token_repr(vocab, token)})"
     print(f"{what}:")
     print(f"  backend now : {verdict(now):8} (recorded: {FINDING.get('backend_verdict')})")
     print(f"  reference   : {FINDING.get('reference_verdict')}")
