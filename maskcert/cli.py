@@ -33,6 +33,13 @@ def _limits_from(items: Sequence[str] | None) -> Any:
     return limits
 
 
+def refdecoder_reference_profile() -> Any:
+    """The profile ``--backend reference`` certifies under by default (ReferenceBackend's)."""
+    from props.backends.reference import ReferenceBackend
+
+    return ReferenceBackend().profile.json
+
+
 def _limit_hint(limit: str) -> str:
     from dataclasses import fields
 
@@ -45,11 +52,15 @@ def _limit_hint(limit: str) -> str:
 def _cmd_check_schema(args: argparse.Namespace) -> int:
     """Exit 0 supported, 1 refused or invalid spec, 2 usage error or an unreadable spec file."""
     import refdecoder
+    from maskcert.profiles import ProfileError, explain_profile, parse_profile
     from refdecoder.errors import LimitExceeded, SpecError, SpecFileError, Unsupported
 
     try:
         limits = _limits_from(args.limit)
-    except SpecError as e:
+        profile = parse_profile(
+            [*(args.profile or []), *([f"formats={args.formats}"] if args.formats else [])]
+        )
+    except (SpecError, ProfileError) as e:
         print(f"maskcert check-schema: {e}", file=sys.stderr)
         return 2
     try:
@@ -69,8 +80,12 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
                 return 2
             data = Path(args.file).read_bytes()
             schema = refdecoder.read_spec_json(data, args.file, expected="a JSON Schema file", limits=limits)
-            profile = refdecoder.JsonProfile(formats=args.formats)
             spec = refdecoder.JsonSchema(schema, profile)
+            if args.explain:
+                from maskcert.explain import format_decisions, keyword_decisions
+
+                print(explain_profile(profile))
+                print(format_decisions(keyword_decisions(schema, profile)))
         grammar = refdecoder.compile(spec, limits)
     except OSError as e:
         print(f"maskcert check-schema: {e}", file=sys.stderr)
@@ -81,6 +96,11 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
         return 2
     except Unsupported as e:
         print(f"refused: keyword={e.keyword} pointer={e.json_pointer or '/'} reason={e.reason}")
+        if e.keyword == "allow_duplicate_keys":
+            print(
+                "hint: engines let undeclared keys repeat; --profile allow_duplicate_keys=true (or --profile "
+                "reference, what certify uses) reads the schema that way"
+            )
         return 1
     except LimitExceeded as e:
         print(
@@ -143,6 +163,21 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
             options[key] = value
+    if args.profile:
+        from maskcert.profiles import ProfileError, parse_profile
+
+        if args.backend != "reference":
+            print(
+                f"maskcert certify: --profile: expected --backend reference (an engine certifies under the "
+                f"profile its adapter declares; {args.backend}'s options go through --option)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            options["profile"] = parse_profile(args.profile, refdecoder_reference_profile()).as_dict()
+        except ProfileError as e:
+            print(f"maskcert certify: {e}", file=sys.stderr)
+            return 2
     call: dict[str, Any] = {
         "backend": args.backend,
         "tokenizers": args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
@@ -173,6 +208,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 ("--option", args.option, None),
                 ("--in-process", args.in_process, False),
                 ("--limit", args.limit, None),
+                ("--profile", args.profile, None),
             )
             if value != default
         ]
@@ -482,7 +518,22 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("file", nargs="?", help="a JSON Schema file")
     c.add_argument("--regex", help="a Python-syntax regex (full match)")
     c.add_argument("--gbnf", help="a GBNF grammar file")
-    c.add_argument("--formats", choices=["annotation", "assert"], default="annotation")
+    c.add_argument(
+        "--formats",
+        choices=["annotation", "assert"],
+        default=None,
+        help="as --profile formats=... (applied last)",
+    )
+    c.add_argument(
+        "--profile",
+        action="append",
+        metavar="NAME|KEY=VALUE",
+        help="the JSON profile: default, reference or an engine's name, then KEY=VALUE for one "
+        "refdecoder.JsonProfile field (repeatable, applied in order; maskcert/profiles.py)",
+    )
+    c.add_argument(
+        "--explain", action="store_true", help="print, per keyword, what the reference decided and why"
+    )
     c.add_argument(
         "--limit",
         action="append",
@@ -527,6 +578,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ce.add_argument("--examples", type=int, default=8, help="Hypothesis examples per spec for each search")
     ce.add_argument("--option", action="append", help="adapter constructor option KEY=VALUE (repeatable)")
+    ce.add_argument(
+        "--profile",
+        action="append",
+        metavar="NAME|KEY=VALUE",
+        help="--backend reference only: the JSON profile it certifies under (as check-schema --profile)",
+    )
     ce.add_argument("--in-process", action="store_true", help="no worker subprocess (debugging)")
     ce.add_argument(
         "--limit",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import refdecoder
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused
@@ -19,9 +21,12 @@ class ReferenceBackend:
     name = "reference"
     version = "0.1.0"
 
-    def __init__(self, profile: JsonProfile | None = None) -> None:
+    def __init__(self, profile: JsonProfile | Mapping[str, Any] | None = None) -> None:
         # The reference implements every profile exactly; by default it follows JSON Schema with
-        # repeated undeclared keys allowed (see JsonProfile: key memory is not implemented).
+        # repeated undeclared keys allowed (see JsonProfile: key memory is not implemented). A mapping
+        # is JsonProfile's fields (what `certify --profile` passes: options stay JSON for checkpoints).
+        if isinstance(profile, Mapping):
+            profile = JsonProfile(**profile)
         self.profile = DeclaredProfile(
             json=profile or JsonProfile(allow_duplicate_keys=True),
             notes=("refdecoder: exact by construction; refuses what it cannot decide",),

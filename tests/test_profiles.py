@@ -1,0 +1,84 @@
+"""--profile (maskcert/profiles.py) and check-schema --explain (maskcert/explain.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from maskcert.cli import main
+from maskcert.explain import keyword_decisions
+from maskcert.profiles import ProfileError, parse_profile
+from refdecoder import JsonProfile
+
+OPEN = {"type": "object", "properties": {"a": {"type": "string", "format": "email"}}, "x-vendor": 1}
+
+
+def test_items_apply_in_order_on_json_schemas_own_reading() -> None:
+    assert parse_profile([]) == JsonProfile()
+    assert parse_profile(["reference"]) == JsonProfile(allow_duplicate_keys=True)
+    p = parse_profile(["reference", "whitespace=2", "formats=assert", "top_level_whitespace=false"])
+    assert p == JsonProfile(
+        allow_duplicate_keys=True, whitespace=2, formats="assert", top_level_whitespace=False
+    )
+
+
+@pytest.mark.parametrize(
+    "item, expected",
+    [
+        ("nope", "a profile name"),
+        ("colour=red", "KEY=VALUE with KEY one of"),
+        ("whitespace=banana", "a valid whitespace"),
+        ("allow_duplicate_keys=maybe", "allow_duplicate_keys=true or allow_duplicate_keys=false"),
+    ],
+)
+def test_bad_items_are_typed_errors_naming_the_item(item: str, expected: str) -> None:
+    with pytest.raises(ProfileError, match=expected) as info:
+        parse_profile([item])
+    assert item in str(info.value)
+
+
+def test_an_engines_declared_profile() -> None:
+    pytest.importorskip("lmformatenforcer")
+    from props.backends.lmfe import declared_profile
+
+    assert parse_profile(["lm-format-enforcer"]) == declared_profile().json
+
+
+def test_check_schema_refusal_hints_the_profile_and_the_profile_compiles_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "open.json"
+    f.write_text(json.dumps(OPEN))
+    assert main(["check-schema", str(f)]) == 1
+    assert "--profile allow_duplicate_keys=true" in capsys.readouterr().out
+    assert main(["check-schema", str(f), "--profile", "allow_duplicate_keys=true"]) == 0
+    assert main(["check-schema", str(f), "--profile", "whitespace=-1"]) == 2
+    assert "expected a valid whitespace" in capsys.readouterr().err
+
+
+def test_explain_lists_every_keyword_with_its_decision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = {(p, k): d for p, k, d, _ in keyword_decisions(OPEN, JsonProfile())}
+    assert rows[("/", "type")] == "enforced"
+    assert rows[("/properties/a", "format")] == "annotation"
+    assert rows[("/", "x-vendor")] == "ignored"
+    rows = {(p, k): d for p, k, d, _ in keyword_decisions(OPEN, JsonProfile(formats="assert"))}
+    assert rows[("/properties/a", "format")] == "enforced"
+    refused = {"unevaluatedProperties": False, "anyOf": [{"$dynamicRef": "#x"}]}
+    rows = {(p, k): d for p, k, d, _ in keyword_decisions(refused, JsonProfile())}
+    assert rows[("/", "unevaluatedProperties")] == "refused"
+    assert rows[("/anyOf/0", "$dynamicRef")] == "refused"
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(refused))
+    assert main(["check-schema", str(f), "--explain"]) == 1
+    out = capsys.readouterr().out
+    assert "profile: " in out and "/anyOf/0" in out and out.rstrip().splitlines()[-1].startswith("refused:")
+
+
+def test_certify_profile_is_for_the_reference_only(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["certify", "--backend", "xgrammar", "--profile", "reference"]) == 2
+    assert "expected --backend reference" in capsys.readouterr().err
+    assert main(["certify", "--profile", "colour=red"]) == 2
