@@ -682,7 +682,7 @@ def compare_step(
     extra = np.flatnonzero((b_text & ~r_text) | specials)
     missing = np.flatnonzero(r_text & ~b_text)
     if len(extra):
-        picks = sorted(extra.tolist(), key=lambda i: (len(t.vocab.token_bytes[i] or b""), i))
+        picks = extra_order(t, extra)
         done = 0
         for tok in picks:
             if done >= _PER_STEP:
@@ -696,7 +696,7 @@ def compare_step(
             if f is not None:
                 found.append(f)
     if len(missing):
-        order = sorted(missing.tolist(), key=lambda i: (i != next_id, len(t.vocab.token_bytes[i] or b""), i))
+        order = missing_order(t, missing, next_id)
         done = 0
         for tok in order:
             if done >= _PER_STEP:
@@ -777,6 +777,37 @@ def _weight(t: Target, tok: int) -> float:
 # _weight for every token of a vocabulary, computed once per (vocabulary, size): the pickers below ask
 # for it on every step of every walk (millions of calls in one certify run otherwise).
 _WEIGHTS: dict[tuple[str, int], np.ndarray] = {}
+
+
+_LENGTHS: dict[tuple[str, int], np.ndarray] = {}
+
+
+def token_lengths(t: Target) -> np.ndarray:
+    """Each token's byte length (0 for tokens without bytes), memoized per vocabulary."""
+    key = (t.vocab.fingerprint, t.size)
+    n = _LENGTHS.get(key)
+    if n is None:
+        if len(_LENGTHS) >= 16:
+            _LENGTHS.clear()
+        n = np.array([len(t.vocab.token_bytes[i] or b"") for i in range(t.size)], dtype=np.int64)
+        n.flags.writeable = False
+        _LENGTHS[key] = n
+    return n
+
+
+def extra_order(t: Target, extra: np.ndarray) -> list[int]:
+    """Tokens the backend allows and the reference masks, in the order they are certified: shortest
+    first, then by id (np.lexsort: the last key is the primary one)."""
+    lengths = token_lengths(t)
+    return [int(i) for i in extra[np.lexsort((extra, lengths[extra]))]]
+
+
+def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> list[int]:
+    """Tokens the backend masks and the reference allows, in the order they are certified: the walk's
+    own next token first, then shortest, then by id."""
+    lengths = token_lengths(t)
+    own = missing != (-1 if next_id is None else next_id)
+    return [int(i) for i in missing[np.lexsort((missing, lengths[missing], own))]]
 
 
 def token_weights(t: Target) -> np.ndarray:
