@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -730,9 +731,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _hypothesis_home() -> None:
+    """Hypothesis keeps its Unicode tables (``intervals_from_codec``: seconds to build) under its home
+    directory, by default ``./.hypothesis`` of whatever directory maskcert runs in: a fresh one on every
+    new checkout or CI job, littered with the tables. Unless ``HYPOTHESIS_STORAGE_DIRECTORY`` says
+    otherwise, keep them once per machine, next to the engine cache (``$XDG_CACHE_HOME``/
+    ``~/.cache``/maskcert/hypothesis). maskcert's searches use no example database."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    set_hypothesis_home_dir(Path(base) / "maskcert" / "hypothesis")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) in ("certify", "matrix", "fuzz", "bench"):
+        _hypothesis_home()
     if getattr(args, "command", None) == "bench" and args.tokenizer is None:
         args.tokenizer = ["deepseek-v3-litellm"]
     try:
