@@ -119,21 +119,27 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
 def _cmd_matrix(args: argparse.Namespace) -> int:
     """The feature matrix (maskcert.matrix); exit 1 when an engine has an unsound or crash cell."""
     from maskcert.certification import CertifyError
-    from maskcert.matrix import run_matrix
+    from maskcert.matrix import MatrixError, matrix_from_reports, run_matrix
     from props.backends import BackendUnavailable
+    from props.output.report import ReportError
     from refdecoder.errors import VocabularyError
 
     try:
-        m = run_matrix(
-            args.backend or ["reference"],
-            tokenizer=args.tokenizer,
-            features=args.feature or [],
-            out=args.out,
-            budget_s=args.budget,
-            seed=args.seed,
-            progress=sys.stderr.isatty(),
-        )
-    except (CertifyError, BackendUnavailable, VocabularyError) as e:
+        if args.from_report:
+            if args.backend:
+                raise MatrixError("maskcert matrix: expected --from-report or --backend, not both")
+            m = matrix_from_reports(args.from_report, features=args.feature or [], out=args.out)
+        else:
+            m = run_matrix(
+                args.backend or ["reference"],
+                tokenizer=args.tokenizer,
+                features=args.feature or [],
+                out=args.out,
+                budget_s=args.budget,
+                seed=args.seed,
+                progress=sys.stderr.isatty(),
+            )
+    except (CertifyError, BackendUnavailable, VocabularyError, MatrixError, ReportError) as e:
         print(f"maskcert matrix: {e}", file=sys.stderr)
         return 2
     for engine, counts in m.counts().items():

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -50,7 +51,15 @@ from props.checks.defects import group, reference_grammars
 from props.contract.findings import Finding, Invariant
 from props.corpus.features import FEATURES, Feature
 
-__all__ = ["STATUSES", "Matrix", "MatrixError", "run_matrix", "cell_status", "select_features"]
+__all__ = [
+    "STATUSES",
+    "Matrix",
+    "MatrixError",
+    "run_matrix",
+    "matrix_from_reports",
+    "cell_status",
+    "select_features",
+]
 
 STATUSES = (
     "exact",
@@ -300,11 +309,24 @@ def run_matrix(
         )
         reports[name] = report
         cells += _cells(name, chosen, report)
+    tokenizer = {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint}
+    return _assemble(engines, cells, chosen, tokenizer, time.monotonic() - started, reports, out)
+
+
+def _assemble(
+    engines: list[dict[str, Any]],
+    cells: list[dict[str, Any]],
+    chosen: Sequence[Feature],
+    tokenizer: dict[str, Any],
+    seconds: float,
+    reports: dict[str, Report],
+    out: str | Path | None,
+) -> Matrix:
     data: dict[str, Any] = {
         "matrix_version": 1,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "tokenizer": {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint},
-        "seconds": round(time.monotonic() - started, 1),
+        "tokenizer": tokenizer,
+        "seconds": round(seconds, 1),
         "statuses": list(STATUSES),
         "engines": engines,
         "features": [f.to_json() for f in chosen],
@@ -317,6 +339,63 @@ def run_matrix(
     return matrix
 
 
+def matrix_from_reports(
+    report_dirs: Sequence[str | Path], *, features: Sequence[str] = (), out: str | Path | None = None
+) -> Matrix:
+    """The matrix of engines certified separately on the probe suite (``maskcert matrix`` runs, or
+    ``certify --corpus features`` runs, one per engine, e.g. in parallel or on several machines): each
+    directory's ``report.json`` is read back and folded as :func:`run_matrix` folds its own reports.
+    With ``out``, the matrix files are written there and each engine's report is linked where it is.
+    All reports must be on one tokenizer (a matrix compares engines on the same vocabulary)."""
+    from props.output.report import load_report
+
+    if not report_dirs:
+        raise MatrixError("maskcert matrix --from-report: expected at least one report directory")
+    chosen = select_features(features)
+    engines: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = []
+    reports: dict[str, Report] = {}
+    tokenizer: dict[str, Any] | None = None
+    seconds = 0.0
+    for d in report_dirs:
+        path = Path(d) / "report.json" if Path(d).is_dir() else Path(d)
+        data = load_report(path)
+        toks = data.get("tokenizers") or []
+        if len(toks) != 1:
+            raise MatrixError(f"{path}: expected a report on one tokenizer, found {len(toks)}")
+        here = {k: toks[0][k] for k in ("name", "size", "fingerprint")}
+        if tokenizer is not None and here["fingerprint"] != tokenizer["fingerprint"]:
+            raise MatrixError(
+                f"{path}: tokenizer {here['name']} differs from {tokenizer['name']}: expected one vocabulary"
+            )
+        tokenizer = here
+        name = str(data["backend"]["name"])
+        if name in reports:
+            raise MatrixError(f"{path}: a second report of {name}: expected one report per engine")
+        findings = [Finding.from_json(f) for f in data.get("findings", [])]
+        report = Report(data, findings, {}, {})
+        reports[name] = report
+        link = Path(out, name) if out is not None else None
+        rel = path.parent if link is None else Path(os.path.relpath(path.parent, out))
+        engines.append(
+            {
+                "name": name,
+                "version": data["backend"]["version"],
+                "report": f"{rel.as_posix()}/report.html",
+                "complete": data.get("complete"),
+            }
+        )
+        for c in _cells(name, chosen, report):
+            for defect in c["defects"]:
+                defect["link"] = defect["link"].replace(f"{name}/", f"{rel.as_posix()}/", 1)
+                if defect["repro"]:
+                    defect["repro"] = defect["repro"].replace(f"{name}/", f"{rel.as_posix()}/", 1)
+            cells.append(c)
+        seconds += float(data.get("elapsed_s") or 0)
+    assert tokenizer is not None
+    return _assemble(engines, cells, chosen, tokenizer, seconds, reports, out)
+
+
 # -- rendering ------------------------------------------------------------------------------------
 def _engine_keys(data: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(c["engine"] for c in data["cells"]))
@@ -327,6 +406,7 @@ def render_markdown(data: dict[str, Any]) -> str:
     engines = _engine_keys(data)
     cell = {(c["engine"], c["feature"]): c for c in data["cells"]}
     versions = {e["report"].split("/")[0]: e["version"] for e in data["engines"]}
+    versions.update({e["name"]: e["version"] for e in data["engines"]})
     lines = [
         "# maskcert feature matrix",
         "",

@@ -288,3 +288,43 @@ def test_features_corpus_complements_builtin() -> None:
     }
     with pytest.raises(CorpusError, match="features:PREFIX"):
         load_corpus("features:nothing")
+
+
+def test_matrix_from_separate_reports_equals_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Engines run separately (e.g. in parallel) fold into the matrix one run would have written."""
+    from maskcert.matrix import matrix_from_reports
+
+    features = ["json_schema/not", "regex/bounded-repetition"]
+    one = run_matrix(
+        ["reference", "tests._toys:IgnoresUniqueItems"],
+        tokenizer="bpe",
+        features=features,
+        out=tmp_path / "one",
+    )
+    run_matrix(["tests._toys:IgnoresUniqueItems"], tokenizer="bpe", features=features, out=tmp_path / "a")
+    run_matrix(["reference"], tokenizer="bpe", features=features, out=tmp_path / "b")
+    merged = matrix_from_reports(
+        [tmp_path / "b" / "reference", tmp_path / "a" / "tests._toys:IgnoresUniqueItems"],
+        features=features,
+        out=tmp_path / "merged",
+    )
+    # A report names its engine by the backend's own name (a class path given to run_matrix is not one).
+    name = {"tests._toys:IgnoresUniqueItems": "toy-IgnoresUniqueItems"}
+
+    def status(m: Any) -> list[tuple[str, str, str]]:
+        return sorted(
+            (name.get(c["engine"], c["engine"]), c["feature"], c["status"]) for c in m.data["cells"]
+        )
+
+    assert status(merged) == status(one)
+    counts = json.loads((tmp_path / "merged" / "matrix.json").read_text())["counts"]
+    assert counts == {name.get(e, e): c for e, c in one.data["counts"].items()}
+    for c in merged.data["cells"]:
+        for d in c["defects"]:
+            assert (tmp_path / "merged" / d["link"].split("#")[0]).exists(), d["link"]
+    with pytest.raises(MatrixError, match="second report"):
+        matrix_from_reports([tmp_path / "b" / "reference", tmp_path / "b" / "reference"])
+    code = main(["matrix", "--from-report", str(tmp_path / "b" / "reference"), "--out", str(tmp_path / "c")])
+    assert code == 0 and "reference: exact 2" in capsys.readouterr().out
