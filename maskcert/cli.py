@@ -624,6 +624,13 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--tokenizer", default="bpe", help="matrix name or tokenizer file (default: bpe)")
     mx.add_argument("--feature", action="append", help="feature id or prefix, e.g. json_schema/not, regex")
     mx.add_argument("--budget", type=float, default=None, help="seconds for the whole matrix")
+    mx.add_argument(
+        "--from-report",
+        action="append",
+        metavar="DIR",
+        help="build the matrix from engine reports of separate runs on the probe suite (repeatable; "
+        "one tokenizer), e.g. one `maskcert matrix --backend NAME` per engine run in parallel",
+    )
     mx.add_argument("--seed", type=int, default=0)
     mx.add_argument("--out", default="matrix-report", help="output directory (default: matrix-report)")
     mx.set_defaults(func=_cmd_matrix)
