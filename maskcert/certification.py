@@ -419,16 +419,17 @@ _MEANINGS = {
     "formats": "whether 'format' is asserted or only an annotation",
     "top_level_whitespace": "whether whitespace may surround the top-level value",
     "additional_items_default": "what an absent items next to prefixItems means",
+    "draft": "the JSON Schema draft of a schema that declares no $schema",
 }
 
 
 def declared_restrictions(profile: DeclaredProfile) -> list[dict[str, Any]]:
     """Where the declared profile departs from plain JSON Schema semantics (not defects)."""
-    plain = JsonProfile(allow_duplicate_keys=True).as_dict()
+    plain = JsonProfile(allow_duplicate_keys=True)  # getattr: as_dict() leaves out the default draft
     out = [
-        {"option": k, "value": v, "default": plain[k], "meaning": _MEANINGS.get(k, k)}
+        {"option": k, "value": v, "default": getattr(plain, k), "meaning": _MEANINGS.get(k, k)}
         for k, v in profile.json.as_dict().items()
-        if v != plain[k]
+        if v != getattr(plain, k)
     ]
     if profile.canonical_tokenization_only:
         out.append(

@@ -41,6 +41,13 @@ def refdecoder_reference_profile() -> Any:
     return ReferenceBackend().profile.json
 
 
+def refdecoder_drafts() -> tuple[str, ...]:
+    """The drafts ``check-schema --draft`` takes (``refdecoder.grammar.JSON_SCHEMA_DRAFTS``)."""
+    from refdecoder.grammar import JSON_SCHEMA_DRAFTS
+
+    return JSON_SCHEMA_DRAFTS
+
+
 def _limit_hint(limit: str) -> str:
     from dataclasses import fields
 
@@ -59,7 +66,11 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     try:
         limits = _limits_from(args.limit)
         profile = parse_profile(
-            [*(args.profile or []), *([f"formats={args.formats}"] if args.formats else [])]
+            [
+                *(args.profile or []),
+                *([f"formats={args.formats}"] if args.formats else []),
+                *([f"draft={args.draft}"] if args.draft else []),
+            ]
         )
     except (SpecError, ProfileError) as e:
         print(f"maskcert check-schema: {e}", file=sys.stderr)
@@ -530,6 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["annotation", "assert"],
         default=None,
         help="as --profile formats=... (applied last)",
+    )
+    c.add_argument(
+        "--draft",
+        choices=list(refdecoder_drafts()),
+        default=None,
+        help="the JSON Schema draft of a schema without $schema (as --profile draft=...; default 2020-12)",
     )
     c.add_argument(
         "--profile",

@@ -8,7 +8,8 @@ reference compiles it into the language exactly), ``annotation`` (it constrains 
 annotation by the spec). The classification reads the JSON Schema front-end's own tables
 (``refdecoder._jsonschema.KEYWORDS``, ``ANNOTATIONS``, ``REFUSED``), so it cannot drift from what the
 compiler does; the compile's own verdict (supported, or the first refusal with its pointer, or the
-limit it crossed) follows the table.
+limit it crossed) follows the table. A subschema of an older draft (its ``$schema``, or the profile's
+``draft``) is classified with that draft's table (``refdecoder._jsonschema.KEYWORDS_BY_DRAFT``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,38 @@ def _subschemas(schema: dict[str, Any], ptr: str) -> Iterator[tuple[str, Any]]:
                 yield f"{at}/{i}", v
 
 
+def _decide_draft(kw: str, schema: dict[str, Any], profile: JsonProfile, draft: str) -> tuple[str, str]:
+    """``_decide`` for a subschema read in an older draft (refdecoder/_drafts.py)."""
+    from refdecoder._drafts import UNKNOWN
+    from refdecoder._jsonschema import KEYWORDS_BY_DRAFT, REFUSED_BY_DRAFT
+
+    if draft == UNKNOWN:
+        return "refused", "its $schema names no draft the reference knows"
+    if draft in ("draft-04", "draft-06", "draft-07") and "$ref" in schema and kw != "$ref":
+        return "ignored", f"next to '$ref', which hides its siblings in {draft}"
+    table = KEYWORDS_BY_DRAFT[draft]
+    if kw in ("format", "$defs", "definitions"):
+        return _decide(kw, schema, profile)
+    if kw == "additionalItems":
+        return "enforced", "read by its sibling array-form 'items' (ignored without one)"
+    if draft == "draft-04" and kw in ("exclusiveMinimum", "exclusiveMaximum"):
+        return "enforced", "a boolean read by its sibling 'minimum'/'maximum' in draft-04"
+    if kw in table:
+        return "enforced", f"compiled into the language exactly, as {draft} reads it"
+    if (
+        kw in ("then", "else")
+        and "if" in table
+        or kw in ("minContains", "maxContains")
+        and draft == "2019-09"
+    ):
+        return _decide(kw, schema, profile)
+    if kw in REFUSED_BY_DRAFT.get(draft, {}):
+        return "refused", REFUSED_BY_DRAFT[draft][kw]
+    if kw in ANNOTATIONS or kw in ("id", "$recursiveAnchor"):
+        return "annotation", "constrains nothing (meta-data, content or core keyword)"
+    return "ignored", f"not a {draft} keyword: an annotation, as the spec says of unknown keywords"
+
+
 def _decide(kw: str, schema: dict[str, Any], profile: JsonProfile) -> tuple[str, str]:
     if kw in _SIBLING_READ:
         return "enforced", _SIBLING_READ[kw]
@@ -77,11 +110,13 @@ def _decide(kw: str, schema: dict[str, Any], profile: JsonProfile) -> tuple[str,
 
 def keyword_decisions(schema: Any, profile: JsonProfile) -> list[tuple[str, str, str, str]]:
     """``(pointer, keyword, decision, why)`` for every keyword of every subschema, in document order."""
+    from refdecoder._drafts import dialect_of
+
     out: list[tuple[str, str, str, str]] = []
-    stack: list[tuple[str, Any]] = [("", schema)]
+    stack: list[tuple[str, Any, str]] = [("", schema, profile.draft)]
     seen = 0
     while stack:
-        ptr, node = stack.pop()
+        ptr, node, draft = stack.pop()
         seen += 1
         if seen > 100_000:  # a schema this large is listed in part; the compile verdict still follows
             out.append((ptr or "/", "...", "not listed", "more than 100,000 subschemas"))
@@ -91,10 +126,15 @@ def keyword_decisions(schema: Any, profile: JsonProfile) -> list[tuple[str, str,
             continue
         if not isinstance(node, dict):
             continue
+        if isinstance(node.get("$schema"), str):
+            draft = dialect_of(node["$schema"])
         for kw in node:
-            decision, why = _decide(kw, node, profile)
+            if draft == "2020-12":
+                decision, why = _decide(kw, node, profile)
+            else:
+                decision, why = _decide_draft(kw, node, profile, draft)
             out.append((ptr or "/", kw, decision, why))
-        stack.extend(reversed(list(_subschemas(node, ptr))))
+        stack.extend((p, sub, draft) for p, sub in reversed(list(_subschemas(node, ptr))))
     return out
 
 

@@ -23,8 +23,8 @@ Regular operations that are not products (concatenation, star, repetition) go th
 (Rabin & Scott 1959), computing at each subset the partition of the code point line induced by the
 intervals of its members (a sweep over interval end points). Boolean operations use the product
 construction with an implicit dead state on either side. Every construction is bounded by
-``max_states`` (default :data:`MAX_STATES`) and raises :class:`~refdecoder.errors.LimitExceeded`
-beyond it, never truncates.
+``max_states`` (default: ``Limits.dfa_states`` of the running compilation, :func:`dfa_bound`) and
+raises :class:`~refdecoder.errors.LimitExceeded` beyond it, never truncates.
 
 Byte-level views (:meth:`CodepointDFA.to_utf8`, :meth:`CodepointDFA.to_json_string`) expand every
 transition into the byte paths of its encodings (UTF-8 via :func:`~refdecoder._lexeme.utf8_sequences`;
@@ -45,9 +45,10 @@ import hashlib
 import heapq
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 from refdecoder._cpset import (
     ALPHABET,
@@ -58,13 +59,22 @@ from refdecoder._cpset import (
     normalize,
 )
 from refdecoder._lexeme import ByteDFA, live_states, utf8_sequences
-from refdecoder._limits import check_bound, spend
+from refdecoder._limits import Limits, check_bound, current_limits, spend
 from refdecoder.errors import LimitExceeded
 
-__all__ = ["CodepointDFA", "MAX_STATES", "MAX_BYTE_STATES", "MAX_NFA_STATES", "ALPHABET", "MAX_CODEPOINT"]
+__all__ = [
+    "CodepointDFA",
+    "MAX_STATES",
+    "MAX_BYTE_STATES",
+    "MAX_NFA_STATES",
+    "ALPHABET",
+    "MAX_CODEPOINT",
+    "dfa_bound",
+]
 
-#: Default bound on the number of states of any automaton this module builds.
-MAX_STATES = 20_000
+#: The default of ``Limits.dfa_states``: the bound on the states of a code point automaton when
+#: neither the caller nor the running compilation's limits say otherwise.
+MAX_STATES = Limits().dfa_states
 #: Bound on byte-level automata (a code point state expands to up to ~25 byte states in JSON).
 MAX_BYTE_STATES = 200_000
 #: Bound on intermediate ε-NFAs (Thompson constructions, byte expansions).
@@ -74,6 +84,11 @@ Edge = tuple[int, int, int]  # (lo, hi, target): closed interval of symbols
 Row = tuple[Edge, ...]
 _INF = 1 << 40
 DEAD = -1
+
+
+def dfa_bound(max_states: int | None = None) -> int:
+    """``max_states``, or the running compilation's ``Limits.dfa_states`` when it is None."""
+    return current_limits().dfa_states if max_states is None else max_states
 
 
 @contextmanager
@@ -130,12 +145,13 @@ def _determinize(
     starts: Iterable[int],
     finals: Iterable[int],
     *,
-    max_states: int = MAX_STATES,
+    max_states: int | None = None,
     universal: Iterable[int] = (),
     where: str = "",
 ) -> tuple[list[list[Edge]], set[int]]:
+    bound = dfa_bound(max_states)
     with _gc_paused():
-        return _determinize_impl(nfa, starts, finals, max_states=max_states, universal=universal, where=where)
+        return _determinize_impl(nfa, starts, finals, max_states=bound, universal=universal, where=where)
 
 
 def _determinize_impl(
@@ -143,7 +159,7 @@ def _determinize_impl(
     starts: Iterable[int],
     finals: Iterable[int],
     *,
-    max_states: int = MAX_STATES,
+    max_states: int,
     universal: Iterable[int] = (),
     where: str = "",
 ) -> tuple[list[list[Edge]], set[int]]:
@@ -393,6 +409,56 @@ def _canonical(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]
     return CodepointDFA(table, fin)
 
 
+def _from_minimal(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]) -> CodepointDFA:
+    """:func:`_walk_minimal` over a table."""
+    fin = set(finals)
+    return _walk_minimal(start, lambda s: sorted(rows[s]), fin.__contains__)
+
+
+def _walk_minimal(
+    start: Hashable,
+    edges: Callable[[Any], Sequence[tuple[int, int, Any]]],
+    is_final: Callable[[Any], bool],
+) -> CodepointDFA:
+    """The canonical value of an automaton its builder defines trim and minimal (every state
+    reachable, live and with its own residual language), given by ``edges(state)`` — its
+    transitions ``(lo, hi, target)`` sorted by ``lo`` on hashable state names — and ``is_final``:
+    the breadth-first renumbering of :func:`_canonical_tables`, without its trimming and
+    Hopcroft passes (and without a table in between).
+
+    For the fixed constructions of ``refdecoder._formats`` (``time``, ``hostname``) whose
+    minimality their docstrings argue; ``tests/test_formats_assert.py`` checks that each equals
+    :func:`_canonical` of the same automaton (a wrong argument would give a table that is not
+    canonical, and equal languages unequal keys, never a wrong language).
+    """
+    num: dict[Hashable, int] = {start: 0}
+    queue: list[Any] = [start]
+    out_rows: list[Row] = []
+    out_fin: set[int] = set()
+    qi = 0
+    with _gc_paused():
+        while qi < len(queue):
+            s = queue[qi]
+            if is_final(s):
+                out_fin.add(qi)
+            merged: list[Edge] = []
+            for lo, hi, t in edges(s):
+                j = num.get(t)
+                if j is None:
+                    j = num[t] = len(queue)
+                    queue.append(t)
+                if merged and merged[-1][2] == j and merged[-1][1] + 1 == lo:
+                    merged[-1] = (merged[-1][0], hi, j)
+                else:
+                    merged.append((lo, hi, j))
+            out_rows.append(tuple(merged))
+            qi += 1
+    spend(len(queue))
+    if not out_fin:
+        return CodepointDFA.empty()
+    return CodepointDFA(tuple(out_rows), frozenset(out_fin))
+
+
 def _overlay(ra: Row, rb: Row) -> list[tuple[int, int, int, int]]:
     """Segments (lo, hi, ta, tb) where at least one row is defined; DEAD marks the other."""
     out: list[tuple[int, int, int, int]] = []
@@ -453,8 +519,9 @@ class CodepointDFA:
     @classmethod
     def literal(cls, s: str) -> CodepointDFA:
         """The language ``{s}``; ``s`` must consist of scalar values."""
-        if len(s) + 1 > MAX_STATES:  # one state per code point: refused before building them
-            raise LimitExceeded("dfa_states", len(s) + 1, MAX_STATES, "a string literal")
+        bound = dfa_bound()
+        if len(s) + 1 > bound:  # one state per code point: refused before building them
+            raise LimitExceeded("dfa_states", len(s) + 1, bound, "a string literal")
         spend(len(s))
         cps = [ord(ch) for ch in s]
         if any(SURROGATE_LO <= c <= SURROGATE_HI for c in cps):
@@ -510,8 +577,9 @@ class CodepointDFA:
         return cls(((),), frozenset((0,)))
 
     @staticmethod
-    def _lengths(min_len: int, max_len: int | None, max_states: int) -> CodepointDFA:
+    def _lengths(min_len: int, max_len: int | None, max_states: int | None) -> CodepointDFA:
         """All strings of scalar values whose length (in code points) is in [min_len, max_len]."""
+        max_states = dfa_bound(max_states)
         if min_len < 0 or (max_len is not None and max_len < min_len):
             return CodepointDFA.empty()
         top = min_len if max_len is None else max_len  # the states needed, checked before building them
@@ -529,8 +597,9 @@ class CodepointDFA:
 
     # -- Boolean operations (product construction) ---------------------------------------------
     def _product(
-        self, other: CodepointDFA, op: Callable[[bool, bool], bool], max_states: int
+        self, other: CodepointDFA, op: Callable[[bool, bool], bool], max_states: int | None
     ) -> CodepointDFA:
+        max_states = dfa_bound(max_states)
         keep_a_only = op(True, False)
         keep_b_only = op(False, True)
         index: dict[tuple[int, int], int] = {(0, 0): 0}
@@ -564,22 +633,45 @@ class CodepointDFA:
             i += 1
         return _canonical(rows, 0, finals)
 
-    def intersection(self, *others: CodepointDFA, max_states: int = MAX_STATES) -> CodepointDFA:
+    # The identities below (Σ* ∩ B = B, ∅ ∪ B = B, A ∩ A = A, ...) skip a product whose result is
+    # already known: a large automaton (a ``format``) met with ``"type": "string"`` costs nothing.
+    # The result is still held to ``max_states``, as a product's would be.
+    def intersection(self, *others: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
         out = self
         for o in others:
+            if out.is_empty() or o.is_universal() or o == out:
+                continue
+            if o.is_empty() or out.is_universal():
+                out = o
+                continue
             out = out._product(o, lambda x, y: x and y, max_states)
-        return out
+        return out._within(max_states)
 
-    def union(self, *others: CodepointDFA, max_states: int = MAX_STATES) -> CodepointDFA:
+    def union(self, *others: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
         out = self
         for o in others:
+            if out.is_universal() or o.is_empty() or o == out:
+                continue
+            if o.is_universal() or out.is_empty():
+                out = o
+                continue
             out = out._product(o, lambda x, y: x or y, max_states)
-        return out
+        return out._within(max_states)
 
-    def difference(self, other: CodepointDFA, max_states: int = MAX_STATES) -> CodepointDFA:
+    def difference(self, other: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
+        if self.is_empty() or other.is_empty():
+            return self._within(max_states)
+        if other.is_universal() or other == self:
+            return CodepointDFA.empty()
         return self._product(other, lambda x, y: x and not y, max_states)
 
-    def symmetric_difference(self, other: CodepointDFA, max_states: int = MAX_STATES) -> CodepointDFA:
+    def _within(self, max_states: int | None) -> CodepointDFA:
+        bound = dfa_bound(max_states)
+        if len(self._rows) > bound:
+            raise LimitExceeded("dfa_states", len(self._rows), bound)
+        return self
+
+    def symmetric_difference(self, other: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
         return self._product(other, lambda x, y: x != y, max_states)
 
     def complement(self) -> CodepointDFA:
@@ -595,7 +687,7 @@ class CodepointDFA:
         return _canonical(rows, 0, finals)
 
     # -- regular operations (Thompson + subset construction) -----------------------------------
-    def concat(self, *others: CodepointDFA, max_states: int = MAX_STATES) -> CodepointDFA:
+    def concat(self, *others: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
         parts = (self, *others)
         if any(p.is_empty() for p in parts):
             return CodepointDFA.empty()
@@ -608,17 +700,17 @@ class CodepointDFA:
             prev_finals = f
         return _canonical(*_det3(nfa, [start], prev_finals, max_states))
 
-    def star(self, max_states: int = MAX_STATES) -> CodepointDFA:
+    def star(self, max_states: int | None = None) -> CodepointDFA:
         return self.repeat(0, None, max_states=max_states)
 
-    def plus(self, max_states: int = MAX_STATES) -> CodepointDFA:
+    def plus(self, max_states: int | None = None) -> CodepointDFA:
         return self.repeat(1, None, max_states=max_states)
 
-    def optional(self, max_states: int = MAX_STATES) -> CodepointDFA:
+    def optional(self, max_states: int | None = None) -> CodepointDFA:
         return self.repeat(0, 1, max_states=max_states)
 
     def repeat(
-        self, min_count: int, max_count: int | None = None, *, max_states: int = MAX_STATES
+        self, min_count: int, max_count: int | None = None, *, max_states: int | None = None
     ) -> CodepointDFA:
         """``self{min_count,max_count}``; ``max_count=None`` means unbounded."""
         if min_count < 0 or (max_count is not None and max_count < min_count):
@@ -658,7 +750,7 @@ class CodepointDFA:
         return _canonical(*_det3(nfa, [start], [end], max_states))
 
     def length_between(
-        self, min_len: int, max_len: int | None = None, *, max_states: int = MAX_STATES
+        self, min_len: int, max_len: int | None = None, *, max_states: int | None = None
     ) -> CodepointDFA:
         """The members whose length in code points is in [min_len, max_len] (None: unbounded).
 
@@ -845,7 +937,7 @@ class CodepointDFA:
 
 
 def _det3(
-    nfa: _NFA, starts: list[int], finals: list[int], max_states: int
+    nfa: _NFA, starts: list[int], finals: list[int], max_states: int | None
 ) -> tuple[list[list[Edge]], int, set[int]]:
     rows, fin = _determinize(nfa, starts, finals, max_states=max_states)
     return rows, 0, fin

@@ -1,5 +1,8 @@
 """JSON Schema (draft 2020-12) front-end: schema -> shapes -> grammar network, exactly or not at all.
 
+Older drafts (4, 6, 7, 2019-09), named by ``$schema`` or ``JsonProfile.draft``, go through the same
+shapes with their own keyword tables (the last section; ``_drafts`` decides each location's draft).
+
 Theory of operation
 -------------------
 A JSON Schema denotes a set of JSON values; the language is every serialization of those values that
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -37,13 +39,14 @@ from itertools import product
 from typing import Any, Union
 from urllib.parse import unquote, urldefrag, urljoin
 
+from ._drafts import REF_ALONE, UNKNOWN, dialect_of, identifier
 from ._fsa import CodepointDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberPredicate
 from .errors import LimitExceeded, SpecError, Unsupported
-from .grammar import Deadline, JsonProfile, JsonSchema, Limits
+from .grammar import JSON_SCHEMA_DRAFTS, Deadline, JsonProfile, JsonSchema, Limits
 
-__all__ = ["Compiler", "Shape", "ObjectShape", "ArrayShape"]
+__all__ = ["Compiler", "Shape", "ObjectShape", "ArrayShape", "KEYWORDS_BY_DRAFT", "REFUSED_BY_DRAFT"]
 
 Expr = Hashable
 TRUE: Expr = ("true",)
@@ -76,8 +79,6 @@ ANNOTATIONS = frozenset(
         "else",
     }
 )
-
-_KNOWN_META = re.compile(r"^https?://json-schema\.org/(draft-0[3-7]|draft/20(19-09|20-12))/schema#?$")
 
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
@@ -225,13 +226,21 @@ class Compiler:
         self.docs: dict[str, Any] = {}
         self._shapes: dict[Expr, Shape] = {}
         self._in_progress: set[Expr] = set()
+        # Dialects (refdecoder/_drafts.py): the draft of every location not in the profile's draft,
+        # the ``$schema`` behind each location of an unknown one, the 2019-09 $recursiveAnchor's.
+        self.default_draft = spec.profile.draft
+        self.draft_of: dict[tuple[str, str], str] = {}
+        self.unknown_meta: dict[tuple[str, str], tuple[str, str]] = {}
+        self.recursive_anchors: set[tuple[str, str]] = set()
+        self.recursive_scope: frozenset[tuple[str, str]] | None = None  # those reachable (lazily)
         self._check_size(spec.schema)
         self.docs[self.root_uri] = spec.schema
         for uri, doc in spec.resources.items():
             self._check_size(doc)
             self.docs[uri] = doc
-            self._index(doc, uri, urldefrag(uri)[0], "", 0)
-        self._index(spec.schema, self.root_uri, self.root_uri, "", 0)
+            self._index(doc, uri, urldefrag(uri)[0], "", 0, self.default_draft, None)
+            self.resources.setdefault(urldefrag(uri)[0], (uri, ""))  # its retrieval URI, whatever its $id
+        self._index(spec.schema, self.root_uri, self.root_uri, "", 0, self.default_draft, None)
 
     # -- input checks ---------------------------------------------------------------------------
     def _check_size(self, schema: Any) -> None:
@@ -254,26 +263,60 @@ class Compiler:
             elif isinstance(node, list):
                 stack.extend((v, d + 1) for v in node)
 
-    def _index(self, node: Any, doc: str, base: str, ptr: str, depth: int) -> None:
-        """Record $id resources and $anchor names with their base URIs (iteratively deep)."""
+    def _index(
+        self,
+        node: Any,
+        doc: str,
+        base: str,
+        ptr: str,
+        depth: int,
+        draft: str,
+        unknown: tuple[str, str] | None,
+    ) -> None:
+        """Record $id resources and $anchor names with their base URIs, and each location's draft
+        (iteratively deep). ``unknown``: the ``$schema`` (URI, pointer) of an unknown dialect."""
         if isinstance(node, dict):
-            if isinstance(node.get("$id"), str):
-                base = urldefrag(urljoin(base, node["$id"]))[0]
-                self.resources[base] = (doc, ptr)
-            if isinstance(node.get("$anchor"), str):
-                self.anchors[base + "#" + node["$anchor"]] = (doc, ptr)
-            if "$dynamicAnchor" in node and isinstance(node["$dynamicAnchor"], str):
-                self.anchors.setdefault(base + "#" + node["$dynamicAnchor"], (doc, ptr))
+            meta = node.get("$schema")
+            if isinstance(meta, str):
+                draft = dialect_of(meta)
+                unknown = (meta, f"{ptr}/$schema") if draft == UNKNOWN else None
+            if draft == "2020-12":
+                if isinstance(node.get("$id"), str):
+                    base = urldefrag(urljoin(base, node["$id"]))[0]
+                    self.resources[base] = (doc, ptr)
+                if isinstance(node.get("$anchor"), str):
+                    self.anchors[base + "#" + node["$anchor"]] = (doc, ptr)
+                if "$dynamicAnchor" in node and isinstance(node["$dynamicAnchor"], str):
+                    self.anchors.setdefault(base + "#" + node["$dynamicAnchor"], (doc, ptr))
+            else:
+                ident, anchor = identifier(node, draft)
+                if ident is not None:
+                    base = urldefrag(urljoin(base, ident))[0]
+                    self.resources[base] = (doc, ptr)
+                if anchor is not None:
+                    self.anchors[base + "#" + anchor] = (doc, ptr)
+                if draft == "2019-09" and node.get("$recursiveAnchor") is True:
+                    self.recursive_anchors.add((doc, ptr))
+                self.draft_of[(doc, ptr)] = draft
+                if unknown is not None:
+                    self.unknown_meta[(doc, ptr)] = unknown
             self.base_of[(doc, ptr)] = base
             for k, v in node.items():
                 if k in ("enum", "const", "examples", "default"):
                     continue
-                self._index(v, doc, base, f"{ptr}/{_esc(k)}", depth + 1)
+                self._index(v, doc, base, f"{ptr}/{_esc(k)}", depth + 1, draft, unknown)
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                self._index(v, doc, base, f"{ptr}/{i}", depth + 1)
+                self._index(v, doc, base, f"{ptr}/{i}", depth + 1, draft, unknown)
         if ptr == "":
             self.resources.setdefault(base, (doc, ptr))
+
+    def draft_at(self, doc: str, ptr: str) -> str:
+        """The draft a location is read in: its own, or (a location ``_index`` skips, such as a
+        ``$ref`` into an ``enum`` value) that of its nearest indexed ancestor."""
+        while (doc, ptr) not in self.base_of and ptr:
+            ptr = ptr.rsplit("/", 1)[0]
+        return self.draft_of.get((doc, ptr), "2020-12")
 
     def schema_at(self, doc: str, ptr: str) -> Any:
         node = self.docs[doc]
@@ -375,13 +418,10 @@ class Compiler:
             )
         ctx = Ctx(self, doc, ptr, schema)
         meta = schema.get("$schema")
-        if meta is not None and not (isinstance(meta, str) and _KNOWN_META.match(meta)):
-            raise Unsupported(
-                "$schema",
-                ctx.at("$schema"),
-                f"meta-schema {meta!r} may declare other vocabularies; "
-                "only json-schema.org meta-schemas are understood (read with 2020-12 semantics)",
-            )
+        if meta is not None and not isinstance(meta, str):
+            raise SpecError("'$schema' must be a string", ctx.at("$schema"), "a meta-schema URI")
+        if self.draft_of and (draft := self.draft_at(doc, ptr)) != "2020-12":
+            return shape_of_older_draft(self, ctx, draft)
         out = any_shape()
         if (
             not self.profile.additional_properties_default
@@ -821,14 +861,19 @@ def _ecma_search(ctx: Ctx, value: Any, where: str) -> CodepointDFA:
 def format_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
     if ctx.c.profile.formats == "annotation":
         return None
-    from ._formats import format_dfa
+    from ._formats import UNSUPPORTED, format_dfa
 
     dfa = format_dfa(value) if isinstance(value, str) else None
     if dfa is None:
+        why = (
+            UNSUPPORTED.get(value, "it has no exact implementation")
+            if isinstance(value, str)
+            else "not a string"
+        )
         raise Unsupported(
             "format",
             ctx.at("format"),
-            f"format {value!r} has no exact implementation; "
+            f"format {value!r} is refused in assertion mode: {why}; "
             "use JsonProfile(formats='annotation') to treat it as an annotation",
         )
     return only(string=dfa)
@@ -844,7 +889,8 @@ def items(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
         raise Unsupported(
             "items",
             ctx.at("items"),
-            "array-form 'items' is draft 2019-09 and earlier; use 'prefixItems' (draft 2020-12)",
+            "array-form 'items' is draft 2019-09 and earlier; use 'prefixItems' (draft 2020-12), or "
+            'declare the draft ("$schema", or JsonProfile(draft=...))',
         )
     n = len(schema.get("prefixItems", []) or [])
     return only(arrays=(ArrayShape(prefix=(TRUE,) * n, items=ctx.sub("items")),))
@@ -1059,7 +1105,8 @@ REFUSED = {
     "$recursiveRef": "draft 2019-09 recursive references are not implemented",
     "unevaluatedProperties": "depends on annotations collected from sibling applicators; not implemented",
     "unevaluatedItems": "depends on annotations collected from sibling applicators; not implemented",
-    "dependencies": "draft-07 'dependencies' is not a 2020-12 keyword; use dependentRequired/dependentSchemas",
+    "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2020-12; declare that draft "
+    "(\"$schema\", or JsonProfile(draft='draft-07')) or use dependentRequired/dependentSchemas",
 }
 
 KEYWORDS: dict[str, Keyword] = {
@@ -1096,4 +1143,259 @@ KEYWORDS: dict[str, Keyword] = {
     "oneOf": oneOf,
     "not": not_,
     "if": if_,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Older drafts (4, 6, 7, 2019-09): what each keyword that changed meant there, one function per
+# difference, and each draft's keyword table. refdecoder/_drafts.py says which draft a location is
+# read in and lists the differences with their sections; these functions are built from the shapes
+# above, so they live with them (the front-end dispatches to them: no import cycle).
+# ---------------------------------------------------------------------------------------------
+def shape_of_older_draft(c: Compiler, ctx: Ctx, draft: str) -> Shape:
+    """The shape of the schema object ``ctx.schema`` read in ``draft`` (not 2020-12; refdecoder/_drafts.py)."""
+    schema = ctx.schema
+    if draft == UNKNOWN:
+        doc, ptr = ctx.doc, ctx.ptr
+        while (doc, ptr) not in c.unknown_meta and ptr:  # a location the index skipped: its ancestor's
+            ptr = ptr.rsplit("/", 1)[0]
+        meta, where = c.unknown_meta[(doc, ptr)]
+        raise Unsupported(
+            "$schema",
+            where,
+            f"meta-schema {meta!r} names no draft the reference knows ({', '.join(JSON_SCHEMA_DRAFTS)}: "
+            "the json-schema.org meta-schema URIs) and may declare other vocabularies",
+        )
+    if draft in REF_ALONE and "$ref" in schema:
+        return ref_alone(ctx, schema["$ref"], schema)
+    out = any_shape()
+    if (
+        not c.profile.additional_properties_default
+        and "additionalProperties" not in schema
+        and ("properties" in schema or "patternProperties" in schema)
+    ):
+        # The profile reads an absent additionalProperties as false (engines' "strict" mode).
+        out = c.intersect(out, only(objects=(_additional(ctx, FALSE),)))
+    if (
+        not c.profile.additional_items_default
+        and isinstance(schema.get("items"), list)
+        and "additionalItems" not in schema
+    ):
+        # The profile reads an absent additionalItems next to array-form items as false.
+        n = len(schema["items"])
+        out = c.intersect(out, only(arrays=(ArrayShape(prefix=(TRUE,) * n, items=FALSE),)))
+    table = KEYWORDS_BY_DRAFT[draft]
+    refused = REFUSED_BY_DRAFT.get(draft, {})
+    for kw in sorted(schema):
+        fn = table.get(kw)
+        if fn is None:
+            if kw in refused:
+                raise Unsupported(kw, ctx.at(kw), refused[kw])
+            continue  # not a keyword of this draft: an annotation
+        part = fn(ctx, schema[kw], schema)
+        if part is not None:
+            out = c.intersect(out, part)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Keywords of the older drafts: one function per difference (docs/style.md §3)
+# ---------------------------------------------------------------------------------------------
+def ref_alone(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """Drafts 4-7: the object is its reference; every sibling is ignored (draft-07 Core §8.3)."""
+    return ref(ctx, value, schema)
+
+
+def type_draft04(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """``integer`` is a number without a fraction or exponent part (draft-zyp-json-schema-04 §3.5)."""
+    shape = type_(ctx, value, schema)
+    names = value if isinstance(value, list) else [value]
+    if "integer" in names and "number" not in names:
+        shape = replace(shape, number=NumberPredicate.spelled("integer"))
+    return shape
+
+
+def _bound_draft04(kw: str, flag: str, inclusive: str, exclusive: str) -> Keyword:
+    def keyword(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+        x = _num(value, kw, ctx.at(kw))
+        strict = schema.get(flag, False)
+        if not isinstance(strict, bool):
+            raise SpecError(f"'{flag}' must be a boolean in draft-04", ctx.at(flag), "true or false")
+        return only(number=NumberPredicate.from_keywords(**{exclusive if strict else inclusive: x}))  # type: ignore[arg-type]
+
+    keyword.__name__ = f"{kw}_draft04"
+    keyword.__doc__ = f"``{kw}``, exclusive when ``{flag}`` is true (draft-04 Validation §5.1.2-5.1.3)."
+    return keyword
+
+
+def _flag_draft04(flag: str) -> Keyword:
+    def keyword(ctx: Ctx, value: Any, schema: dict[str, Any]) -> None:
+        if not isinstance(value, bool):
+            raise SpecError(f"'{flag}' must be a boolean in draft-04", ctx.at(flag), "true or false")
+        return None  # read by its sibling; without it, nothing (draft-04 Validation §5.1.2-5.1.3)
+
+    keyword.__name__ = f"{flag}_draft04"
+    return keyword
+
+
+minimum_draft04 = _bound_draft04("minimum", "exclusiveMinimum", "minimum", "exclusive_minimum")
+maximum_draft04 = _bound_draft04("maximum", "exclusiveMaximum", "maximum", "exclusive_maximum")
+exclusiveMinimum_draft04 = _flag_draft04("exclusiveMinimum")
+exclusiveMaximum_draft04 = _flag_draft04("exclusiveMaximum")
+
+
+def items_array_form(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """An array of schemas: one per position, ``additionalItems`` after them; a schema: every item
+    (draft-07 Validation §6.4.1-6.4.2; 2019-09 Core §9.3.1.1-9.3.1.2)."""
+    if isinstance(value, list):
+        rest = ctx.sub("additionalItems") if "additionalItems" in schema else TRUE
+        return only(arrays=(ArrayShape(prefix=tuple(ctx.subs("items")), items=rest),))
+    return only(arrays=(ArrayShape(items=ctx.sub("items")),))
+
+
+def additionalItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> None:
+    """Read by its sibling array-form ``items``; ignored otherwise (draft-07 Validation §6.4.2)."""
+    return None
+
+
+def contains_draft06(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """At least one item is valid (draft-06 Validation §6.14, draft-07 §6.4.6); no min/maxContains."""
+    return only(arrays=(ArrayShape(contains=ctx.sub("contains")),))
+
+
+def dependencies(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """Per property present: the names it requires (an array) or a schema the whole object must
+    satisfy (draft-04 Validation §5.4.5, draft-07 §6.5.7): ``dependentRequired`` and
+    ``dependentSchemas`` in one keyword."""
+    if not isinstance(value, dict):
+        raise SpecError("'dependencies' must be an object", ctx.at("dependencies"), "an object")
+    c = ctx.c
+    out = any_shape()
+    names: list[tuple[str, frozenset[str]]] = []
+    for k, dep in value.items():
+        if isinstance(dep, list):
+            if not all(isinstance(x, str) for x in dep):
+                raise SpecError(
+                    "bad 'dependencies'", ctx.at("dependencies", k), "an array of property names or a schema"
+                )
+            if dep:
+                names.append((k, frozenset(dep)))
+            continue
+        # "if k is present, the object must also validate against S" = (k absent) ∪ (k present ∩ S).
+        s = c.shape(ctx.sub("dependencies", k))
+        absent = only(objects=(ObjectShape(named=((k, FALSE),)),))
+        present = c.intersect(only(objects=(ObjectShape(required=frozenset({k})),)), s)
+        out = c.intersect(out, c.union(absent, present))
+    if names:
+        out = c.intersect(out, only(objects=(ObjectShape(dependent_required=tuple(sorted(names))),)))
+    return out
+
+
+def recursiveRef(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """``"#"`` against the current resource, or the outermost resource with ``$recursiveAnchor: true``
+    in the dynamic scope when the current one has it too (2019-09 Core §8.2.4.2); decided when that
+    does not depend on the evaluation path (see the module's theory of operation)."""
+    where = ctx.at("$recursiveRef")
+    if value != "#":
+        raise Unsupported("$recursiveRef", where, "only the value '#' is defined (2019-09 Core §8.2.4.2.1)")
+    c = ctx.c
+    target = c.resolve_ref("#", ctx.doc, ctx.ptr)
+    assert isinstance(target, tuple) and target[0] == "loc"
+    if (target[1], target[2]) not in c.recursive_anchors:
+        return c.shape(target)  # "$recursiveAnchor" absent or false: a plain "$ref" (§8.2.4.2.2)
+    if c.recursive_scope is None:
+        c.recursive_scope = _reachable_anchors(c)
+    anchored = c.recursive_scope
+    if len(anchored) > 1:
+        raise Unsupported(
+            "$recursiveRef",
+            where,
+            f"{len(anchored)} schema resources set $recursiveAnchor: true, so the target depends on the "
+            "path the evaluation took (its dynamic scope), which the reference does not track",
+        )
+    return c.shape(target)
+
+
+def _reachable_anchors(c: Compiler) -> frozenset[tuple[str, str]]:
+    """The ``$recursiveAnchor: true`` locations in documents the root can reach through references:
+    only their resources can be in a dynamic scope."""
+    docs = {c.root_uri}
+    todo = [c.root_uri]
+    while todo:
+        doc = todo.pop()
+        stack: list[tuple[Any, str]] = [(c.docs[doc], "")]
+        while stack:
+            node, ptr = stack.pop()
+            if isinstance(node, dict):
+                for kw in ("$ref", "$recursiveRef"):
+                    ref = node.get(kw)
+                    if isinstance(ref, str):
+                        uri = urldefrag(urljoin(c.base_of.get((doc, ptr), c.root_uri), ref))[0]
+                        target = c.resources.get(uri)
+                        if target is not None and target[0] not in docs:
+                            docs.add(target[0])
+                            todo.append(target[0])
+                stack.extend(
+                    (v, f"{ptr}/{_esc(k)}")
+                    for k, v in node.items()
+                    if k not in ("enum", "const", "examples", "default")
+                )
+            elif isinstance(node, list):
+                stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node))
+    return frozenset(loc for loc in c.recursive_anchors if loc[0] in docs)
+
+
+def _pick(*names: str) -> dict[str, Keyword]:
+    return {kw: KEYWORDS[kw] for kw in names}
+
+
+# The draft-04 keywords whose meaning 2020-12 kept (draft-04 Validation §5).
+_SAME_SINCE_04 = _pick(
+    *("enum", "multipleOf", "minLength", "maxLength", "pattern", "format"),
+    *("minItems", "maxItems", "uniqueItems", "properties", "patternProperties", "additionalProperties"),
+    *("required", "minProperties", "maxProperties", "allOf", "anyOf", "oneOf", "not"),
+)
+_DRAFT04: dict[str, Keyword] = {
+    **_SAME_SINCE_04,
+    "type": type_draft04,
+    "minimum": minimum_draft04,
+    "maximum": maximum_draft04,
+    "exclusiveMinimum": exclusiveMinimum_draft04,
+    "exclusiveMaximum": exclusiveMaximum_draft04,
+    "items": items_array_form,
+    "additionalItems": additionalItems,
+    "dependencies": dependencies,
+    "$ref": ref_alone,
+}
+_DRAFT06: dict[str, Keyword] = {
+    **_SAME_SINCE_04,
+    **_pick("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "const", "propertyNames"),
+    "contains": contains_draft06,
+    "items": items_array_form,
+    "additionalItems": additionalItems,
+    "dependencies": dependencies,
+    "$ref": ref_alone,
+}
+_DRAFT07: dict[str, Keyword] = {**_DRAFT06, **_pick("if")}
+_DRAFT2019: dict[str, Keyword] = {
+    **{kw: fn for kw, fn in KEYWORDS.items() if kw != "prefixItems"},
+    "items": items_array_form,
+    "additionalItems": additionalItems,
+    "$recursiveRef": recursiveRef,
+}
+
+#: Each older draft's keywords (those that constrain, or that a sibling reads); others are annotations.
+KEYWORDS_BY_DRAFT: dict[str, dict[str, Keyword]] = {
+    "draft-04": _DRAFT04,
+    "draft-06": _DRAFT06,
+    "draft-07": _DRAFT07,
+    "2019-09": _DRAFT2019,
+}
+REFUSED_BY_DRAFT: dict[str, dict[str, str]] = {
+    "2019-09": {
+        "unevaluatedProperties": REFUSED["unevaluatedProperties"],
+        "unevaluatedItems": REFUSED["unevaluatedItems"],
+        "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2019-09; declare that draft "
+        '("$schema") or use dependentRequired/dependentSchemas',
+    },
 }

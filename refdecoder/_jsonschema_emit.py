@@ -19,6 +19,7 @@ from typing import Any
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._jsonschema import FALSE, TRUE, ArrayShape, Compiler, Expr, ObjectShape, _where, and_exprs, not_expr
+from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate
@@ -401,11 +402,9 @@ class Emitter:
         self.b.define(node, Alt(tuple(opts)))
         return node
 
-    def string_lexeme(self, dfa: CodepointDFA) -> ByteDFA:
-        lex = dfa.to_json_string(unicode_escapes=self.profile.unicode_escapes)
-        if lex.num_states > self.c.limits.automaton_states:
-            raise LimitExceeded("automaton_states", lex.num_states, self.c.limits.automaton_states)
-        return lex
+    def string_lexeme(self, dfa: CodepointDFA) -> ByteDFA | JsonStringLexeme:
+        """A byte table within ``automaton_states``, else the same language read lazily."""
+        return json_string_lexeme(dfa, self.profile.unicode_escapes, self.c.limits.automaton_states)
 
     # -- arrays ---------------------------------------------------------------------------------
     def array(self, a: ArrayShape) -> int:

@@ -41,7 +41,10 @@ class Limits:
     * ``nesting_depth``: nesting of a spec file or schema (arrays/objects), of GBNF groups, and of the
       runtime parser's stack.
     * ``enum_size``: entries of an ``enum`` or a choice list.
-    * ``automaton_states``: states of one compiled lexeme automaton.
+    * ``automaton_states``: states of one tabulated byte lexeme automaton (a JSON string language whose
+      byte automaton would be larger is read lazily over its code point automaton instead).
+    * ``dfa_states``: states of one code point automaton (a pattern, a ``format``, a string language
+      built by intersection, union, complement or repetition), checked as each construction runs.
     * ``parser_stacks``: simultaneous parser stacks (ambiguity) at one byte.
     * ``compile_seconds``: wall-clock time of one compilation.
     * ``object_properties``: properties one object schema names.
@@ -55,6 +58,7 @@ class Limits:
     nesting_depth: int = 256
     enum_size: int = 10_000
     automaton_states: int = 50_000
+    dfa_states: int = 50_000
     parser_stacks: int = 4_096
     compile_seconds: float = 30.0
     object_properties: int = 512

@@ -50,6 +50,16 @@ is checked on its own):
 
 ``witness(state)`` turns the element found by the same search into a suffix, and ``step`` returns
 ``None`` exactly when no conjunction can still be met (trimness).
+
+**Spellings.** Draft-04's ``integer`` is "a JSON number without a fraction or exponent part"
+(draft-zyp-json-schema-04 §3.5): a property of the text, so ``1.0`` is not one. A conjunction may
+therefore require a spelling (``NumberConstraint.spelling``): ``"integer"`` texts read only a sign and
+digits, and after digits ``D`` their values are the integers of the pieces ``10^E [D, D+1)`` with
+``E >= 0`` (``_mantissa_find`` with ``e_floor=0``; the conjunction's modulus is an integer, so every
+point it finds is one); ``"decimal"`` texts need a fraction or an exponent, which changes finality only
+(every completion of an integer text has a decimal twin of the same value, ``D...`` and ``D....0``).
+The Boolean algebra treats the spelling as one more atom: two spellings intersect to nothing, and the
+complement of a spelled conjunction includes every text of the other spelling.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ from typing import TypeAlias
 from refdecoder.errors import LimitExceeded, SpecError
 
 __all__ = [
+    "SPELLINGS",
     "MAX_CONJUNCTIONS",
     "MAX_NOT_MULTIPLE_OF",
     "MAX_CONSTANT_BITS",
@@ -81,6 +92,11 @@ MAX_NOT_MULTIPLE_OF = 8
 MAX_CONSTANT_BITS = 4096
 
 Number: TypeAlias = "int | float | Decimal | Fraction | str"
+
+#: The spellings a conjunction may require of a number text (``None``: any): ``"integer"`` — no fraction
+#: and no exponent part (``-?(0|[1-9][0-9]*)``, draft-04's "integer": "a JSON number without a fraction
+#: or exponent part", draft-zyp-json-schema-04 §3.5); ``"decimal"`` — a fraction or an exponent part.
+SPELLINGS = ("integer", "decimal")
 
 _ZERO = Fraction(0)
 _ONE = Fraction(1)
@@ -405,6 +421,11 @@ class NumberConstraint:
     ``multiple_of`` set, bounds are closed multiples of it and every ``not_multiple_of`` entry is a
     proper multiple of it; ``not_multiple_of`` is sorted, with no entry a multiple of another, and
     empty on a one-point interval. ``integer: true`` is ``multiple_of`` 1 (folded into the lcm).
+
+    ``spelling`` restricts the *texts* rather than the values (one of :data:`SPELLINGS`, ``None``: any
+    text of an admitted value). ``"integer"`` texts denote integers, so it implies ``multiple_of`` 1;
+    every value has a ``"decimal"`` text (``1`` as ``1.0``), so that one never empties a conjunction.
+    Values-only questions (:meth:`contains`, emptiness) ask whether some text of the value is admitted.
     """
 
     lo: Fraction | None = None
@@ -413,6 +434,7 @@ class NumberConstraint:
     hi_excl: bool = False
     multiple_of: Fraction | None = None
     not_multiple_of: tuple[Fraction, ...] = ()
+    spelling: str | None = None
 
     @staticmethod
     def make(
@@ -424,12 +446,16 @@ class NumberConstraint:
         integer: bool | None = None,
         multiple_of: Iterable[Number] = (),
         not_multiple_of: Iterable[Number] = (),
+        spelling: str | None = None,
         where: str = "",
     ) -> NumberConstraint | None:
         """The canonical conjunction of the given atoms, or ``None`` if no number satisfies it.
 
         ``integer``: ``True`` = zero fractional part, ``False`` = non-zero fractional part.
+        ``spelling``: one of :data:`SPELLINGS` or ``None`` (see the class).
         """
+        if spelling is not None and spelling not in SPELLINGS:
+            raise SpecError(f"number spelling {spelling!r}", where or "/", f"one of {SPELLINGS} or None")
         flo = None if lo is None else _exact(lo, "minimum", where)
         fhi = None if hi is None else _exact(hi, "maximum", where)
         req = [_positive(_exact(v, "multipleOf", where), "multipleOf", where) for v in multiple_of]
@@ -443,7 +469,7 @@ class NumberConstraint:
             m = r if m is None else _lcm(m, r)
         if m is not None:
             _check_size(m, "the lcm of multipleOf values")
-        return _normalize(flo, lo_excl, fhi, hi_excl, m, forb)
+        return _normalize(flo, lo_excl, fhi, hi_excl, m, forb, spelling)
 
     # -- semantics ------------------------------------------------------------------------------
     def contains(self, value: Fraction) -> bool:
@@ -469,6 +495,7 @@ class NumberConstraint:
             self.multiple_of is not None,
             self.multiple_of if self.multiple_of is not None else _ZERO,
             self.not_multiple_of,
+            self.spelling or "",
         )
 
 
@@ -485,8 +512,11 @@ def _normalize(
     hi_excl: bool,
     m: Fraction | None,
     forbidden: Iterable[Fraction],
+    spelling: str | None = None,
 ) -> NumberConstraint | None:
     """The canonical form of a conjunction (see :class:`NumberConstraint`), ``None`` when empty."""
+    if spelling == "integer":  # an integer text denotes an integer
+        m = _ONE if m is None else _lcm(m, _ONE)
     if lo is None:
         lo_excl = False
     if hi is None:
@@ -518,13 +548,15 @@ def _normalize(
         minimal = []
     if len(minimal) > MAX_NOT_MULTIPLE_OF:
         raise LimitExceeded("number_not_multiple_of", len(minimal), MAX_NOT_MULTIPLE_OF)
-    c = NumberConstraint(lo, lo_excl, hi, hi_excl, m, tuple(minimal))
+    c = NumberConstraint(lo, lo_excl, hi, hi_excl, m, tuple(minimal), spelling)
     if _interval_find(c._lattice, lo, lo_excl, hi, hi_excl, pick=False) is None:
         return None
     return c
 
 
 def _intersect(a: NumberConstraint, b: NumberConstraint) -> NumberConstraint | None:
+    if a.spelling is not None and b.spelling is not None and a.spelling != b.spelling:
+        return None  # no text is spelled both ways
     lo, lo_excl = a.lo, a.lo_excl
     if b.lo is not None and (lo is None or b.lo > lo or (b.lo == lo and b.lo_excl)):
         lo, lo_excl = b.lo, b.lo_excl
@@ -535,7 +567,9 @@ def _intersect(a: NumberConstraint, b: NumberConstraint) -> NumberConstraint | N
     if b.multiple_of is not None:
         m = b.multiple_of if m is None else _lcm(m, b.multiple_of)
         _check_size(m, "the lcm of multipleOf values")
-    return _normalize(lo, lo_excl, hi, hi_excl, m, a.not_multiple_of + b.not_multiple_of)
+    return _normalize(
+        lo, lo_excl, hi, hi_excl, m, a.not_multiple_of + b.not_multiple_of, a.spelling or b.spelling
+    )
 
 
 def _complement(c: NumberConstraint) -> list[NumberConstraint]:
@@ -549,6 +583,9 @@ def _complement(c: NumberConstraint) -> list[NumberConstraint]:
         atoms.append(_normalize(None, False, None, False, None, (c.multiple_of,)))
     for f in c.not_multiple_of:
         atoms.append(_normalize(None, False, None, False, f, ()))
+    if c.spelling is not None:  # a text of the other spelling, whatever its value
+        other = "decimal" if c.spelling == "integer" else "integer"
+        atoms.append(_normalize(None, False, None, False, None, (), other))
     return [a for a in atoms if a is not None]
 
 
@@ -570,6 +607,8 @@ def _upper_within(inner: NumberConstraint, outer: NumberConstraint) -> bool:
 
 def _subsumes(outer: NumberConstraint, inner: NumberConstraint) -> bool:
     """A sufficient test for ``inner ⊆ outer`` (used only to drop redundant conjunctions)."""
+    if outer.spelling is not None and outer.spelling != inner.spelling:
+        return False
     if inner.lo is not None and inner.lo == inner.hi:
         return outer.contains(inner.lo)
     if not (_lower_within(inner, outer) and _upper_within(inner, outer)):
@@ -601,7 +640,9 @@ def _merge_intervals(group: list[NumberConstraint]) -> list[NumberConstraint]:
             if touches:
                 if _upper_within(c, p):
                     continue
-                out[-1] = NumberConstraint(p.lo, p.lo_excl, c.hi, c.hi_excl, p.multiple_of, p.not_multiple_of)
+                out[-1] = NumberConstraint(
+                    p.lo, p.lo_excl, c.hi, c.hi_excl, p.multiple_of, p.not_multiple_of, p.spelling
+                )
                 continue
         out.append(c)
     return out
@@ -611,7 +652,7 @@ def _simplify(conjs: Iterable[NumberConstraint | None]) -> tuple[NumberConstrain
     groups: dict[tuple[object, ...], list[NumberConstraint]] = {}
     for c in set(conjs):
         if c is not None:
-            groups.setdefault((c.multiple_of, c.not_multiple_of), []).append(c)
+            groups.setdefault((c.multiple_of, c.not_multiple_of, c.spelling), []).append(c)
     merged = sorted((c for g in groups.values() for c in _merge_intervals(g)), key=NumberConstraint._sort_key)
     kept: list[NumberConstraint] = []
     for c in merged:
@@ -647,6 +688,12 @@ class NumberPredicate:
     @classmethod
     def none(cls) -> NumberPredicate:
         return cls(())
+
+    @classmethod
+    def spelled(cls, spelling: str) -> NumberPredicate:
+        """Every number written in ``spelling`` (one of :data:`SPELLINGS`): ``"integer"`` is draft-04's
+        ``integer`` type, which is a matter of the text (``1.0`` is not one), not of the value."""
+        return cls.of([NumberConstraint.make(spelling=spelling)])
 
     @classmethod
     def from_keywords(
@@ -712,7 +759,8 @@ class NumberPredicate:
         return not self.conjunctions
 
     def contains(self, value: Number) -> bool:
-        """Whether the number ``value`` (floats read from their shortest repr) satisfies it."""
+        """Whether the number ``value`` (floats read from their shortest repr) satisfies it (for a
+        conjunction with a ``spelling``: whether some text of the value in that spelling does)."""
         if isinstance(value, Fraction):
             v = value
         elif isinstance(value, float):
@@ -817,11 +865,16 @@ def _pos_interval(c: NumberConstraint, neg: bool) -> _Pos | None:
     return (lo, lo_ex, hi, hi_ex)
 
 
-def _mantissa_find(lat: _Lattice, pos: _Pos, D: int, pick: bool) -> tuple[int, Fraction] | None:
-    """``(E, x)`` with ``x`` in ``10**E [D, D+1)`` (``D >= 1``), in ``pos`` and admitted by ``lat``."""
+def _mantissa_find(
+    lat: _Lattice, pos: _Pos, D: int, pick: bool, e_floor: int | None = None
+) -> tuple[int, Fraction] | None:
+    """``(E, x)`` with ``x`` in ``10**E [D, D+1)`` (``D >= 1``), in ``pos`` and admitted by ``lat``;
+    ``E >= e_floor`` when given (integer texts: ``e_floor=0``, more digits and no exponent)."""
     lo, lo_ex, hi, hi_ex = pos
     top = D + 1
     e_lo = None if lo == 0 else _min_exp_above(lo / top, strict=True)
+    if e_floor is not None and (e_lo is None or e_lo < e_floor):
+        e_lo = e_floor
     e_hi = None if hi is None else _max_exp_below(hi / D, strict=hi_ex)
     if e_lo is not None and e_hi is not None and e_lo > e_hi:
         return None
@@ -858,6 +911,8 @@ def _mantissa_find(lat: _Lattice, pos: _Pos, D: int, pick: bool) -> tuple[int, F
         high = tau if e_hi is None else min(tau, e_hi)
         if lo != 0:
             low = max(low, _min_exp_above(lo / D, strict=lo_ex))
+        if e_floor is not None:
+            low = max(low, e_floor)
         for g in lat.fs:
             t = _mult_threshold(Fraction(D), g)
             if t is not None:
@@ -947,6 +1002,7 @@ class NumberLexeme:
         self._conjs = predicate.conjunctions
         self._lats = [c._lattice for c in self._conjs]
         self._zero_ok = [c.contains(_ZERO) for c in self._conjs]
+        self._spell = [c.spelling for c in self._conjs]
         self._pos = [(_pos_interval(c, False), _pos_interval(c, True)) for c in self._conjs]
         self._all = (1 << len(self._conjs)) - 1
         self._step_cache: dict[tuple[Hashable, int], State | None] = {}
@@ -1007,6 +1063,10 @@ class NumberLexeme:
     # -- decisions ------------------------------------------------------------------------------
     def _viable(self, i: int, shape: tuple[int, bool, int, int, bool, int]) -> bool:
         phase, neg, D, f, eneg, X = shape
+        if self._spell[i] == "integer":
+            return self._viable_integer(i, phase, neg, D)
+        # A "decimal" spelling is viable exactly where any spelling is: a completion "D..." of an
+        # integer text has the decimal twin "D....0" of the same value.
         if phase in _MANTISSA:
             if D == 0:
                 if self._zero_ok[i]:
@@ -1022,6 +1082,23 @@ class NumberLexeme:
             return self._zero_ok[i]
         rng = self._range(i, neg, D, f)
         return rng is not None and _exp_pick(phase, eneg, X, rng) is not None
+
+    def _viable_integer(self, i: int, phase: int, neg: bool, D: int) -> bool:
+        """An integer text goes on only with digits: ``0`` and ``-0`` are complete, and after digits
+        ``D`` the values left are the integers of ``10**E [D, D+1)`` for ``E >= 0`` only."""
+        if phase == _INT0:
+            return self._zero_ok[i]
+        pos = self._pos[i][neg]
+        if phase == _MINUS:
+            return self._zero_ok[i] or (
+                pos is not None
+                and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
+            )
+        if phase == _INT:
+            return (
+                pos is not None and _mantissa_find(self._lats[i], pos, D, pick=False, e_floor=0) is not None
+            )
+        return False  # a fraction or an exponent
 
     def _range(self, i: int, neg: bool, D: int, f: int) -> tuple[int | None, int | None] | None:
         key = (i, neg, D, f)
@@ -1040,7 +1117,8 @@ class NumberLexeme:
         phase, neg, D, f, eneg, X, mask = state
         if phase in (_INT0, _INT, _FRAC):
             v = Fraction(-D if neg else D) * _pow10(-f)
-            return any(self._conjs[i].contains(v) for i in _bits(mask))
+            spelled = "decimal" if phase == _FRAC else "integer"
+            return any(self._conjs[i].contains(v) and self._spell[i] in (None, spelled) for i in _bits(mask))
         if phase == _EXP:
             if D == 0:
                 return any(self._zero_ok[i] for i in _bits(mask))
@@ -1053,6 +1131,40 @@ class NumberLexeme:
 
     # -- witnesses ------------------------------------------------------------------------------
     def _witness_for(self, i: int, state: State) -> str | None:
+        spelling = self._spell[i]
+        if spelling == "integer":
+            return self._integer_witness(i, state)
+        w = self._any_witness(i, state)
+        if (
+            spelling == "decimal"
+            and w is not None
+            and state[0] in (_START, _MINUS, _INT0, _INT)
+            and not any(ch in w for ch in ".eE")
+        ):
+            w += ".0"  # the same value, spelled with a fraction
+        return w
+
+    def _integer_witness(self, i: int, state: State) -> str | None:
+        phase, neg, D, *_ = state
+        lat = self._lats[i]  # its modulus is an integer: every point found is an integer
+        if phase == _START:
+            c = self._conjs[i]
+            x = _interval_find(lat, c.lo, c.lo_excl, c.hi, c.hi_excl, pick=True)
+            return None if x is None else str(x.numerator)
+        if phase == _INT0:
+            return "" if self._zero_ok[i] else None
+        pos = self._pos[i][neg]
+        if phase == _MINUS:
+            if self._zero_ok[i]:
+                return "0"
+            x = None if pos is None else _interval_find(lat, pos[0], pos[1], pos[2], pos[3], pick=True)
+            return None if x is None else str(x.numerator)
+        if phase == _INT and pos is not None:
+            found = _mantissa_find(lat, pos, D, pick=True, e_floor=0)
+            return None if found is None else str(found[1].numerator)[len(str(D)) :]
+        return None
+
+    def _any_witness(self, i: int, state: State) -> str | None:
         phase, neg, D, f, eneg, X, _ = state
         lat = self._lats[i]
         if phase == _START:

@@ -46,7 +46,7 @@ from refdecoder._cpclasses import (
     unicode_property,
 )
 from refdecoder._cpset import ALPHABET, CPSet, complement, normalize, union
-from refdecoder._fsa import _NFA, MAX_STATES, CodepointDFA, _canonical, _determinize
+from refdecoder._fsa import _NFA, CodepointDFA, _canonical, _determinize, dfa_bound
 from refdecoder._lexeme import ByteDFA
 from refdecoder._limits import check_bound, current_limits
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
@@ -85,7 +85,7 @@ def compile_regex_dfa(
     flavor: Flavor,
     mode: Mode,
     where: str = "",
-    max_states: int = MAX_STATES,
+    max_states: int | None = None,
 ) -> CodepointDFA:
     """The exact language of ``pattern`` as a code point DFA (memoized).
 
@@ -93,14 +93,15 @@ def compile_regex_dfa(
     ``mode="search"``: strings some substring of which it matches (``re.search``, JSON Schema
     ``pattern``). ``where`` (a JSON pointer) is carried into errors. Raises :class:`SpecError`
     for malformed patterns (``where`` names the offset), :class:`Unsupported` for constructs that
-    are refused, :class:`LimitExceeded` past ``max_states`` DFA states.
+    are refused, :class:`LimitExceeded` past ``max_states`` DFA states (default: the running
+    compilation's ``Limits.dfa_states``).
     """
     if flavor not in ("python", "ecma"):
         raise ValueError(f"unknown regex flavor {flavor!r}")
     if mode not in ("fullmatch", "search"):
         raise ValueError(f"unknown regex mode {mode!r}")
     try:
-        return _compile_cached(pattern, flavor, mode, max_states, current_limits().repeat_bound)
+        return _compile_cached(pattern, flavor, mode, dfa_bound(max_states), current_limits().repeat_bound)
     except SpecError as e:
         raise SpecError(e.what, f"{where} ({e.where})" if where else e.where, e.expected) from None
     except Unsupported as e:
@@ -109,7 +110,7 @@ def compile_regex_dfa(
         raise LimitExceeded(e.limit, e.value, e.bound, where) from None
 
 
-def regex_byte_dfa(pattern: str, *, where: str = "", max_states: int = MAX_STATES) -> ByteDFA:
+def regex_byte_dfa(pattern: str, *, where: str = "", max_states: int | None = None) -> ByteDFA:
     """UTF-8 byte DFA of ``re.fullmatch(pattern, s)`` (python flavour), for ``Regex`` specs.
 
     Raises ValueError when no string matches (a ByteDFA cannot be empty; test

@@ -19,7 +19,12 @@ def compile_regex_network(spec: Regex, limits: Limits) -> Network:
     builder = GrammarBuilder()
     if dfa.is_empty():
         return builder.finish(builder.alt([]))
-    lexeme = dfa.to_utf8()
+    try:  # the byte table's construction stops at the bound (not at an internal cap)
+        lexeme = dfa.to_utf8(max_states=limits.automaton_states)
+    except LimitExceeded as e:
+        if e.limit != "byte_dfa_states":
+            raise
+        raise LimitExceeded("automaton_states", e.value, limits.automaton_states, "pattern") from None
     if lexeme.num_states > limits.automaton_states:
         raise LimitExceeded("automaton_states", lexeme.num_states, limits.automaton_states, "pattern")
     return builder.finish(builder.lex(lexeme))

@@ -21,6 +21,7 @@ from ._parser import Parser, State
 from .errors import SpecError
 
 __all__ = [
+    "JSON_SCHEMA_DRAFTS",
     "JsonProfile",
     "Limits",
     "JsonSchema",
@@ -32,6 +33,16 @@ __all__ = [
     "State",
     "Deadline",
 ]
+
+
+#: The JSON Schema drafts the reference reads, oldest first (``JsonProfile.draft``; ``refdecoder._drafts``).
+JSON_SCHEMA_DRAFTS = ("draft-04", "draft-06", "draft-07", "2019-09", "2020-12")
+_DEFAULT_DRAFT = "2020-12"
+# Other spellings of the draft names (``--profile draft=7``, the test suite's folder names).
+_DRAFT_ALIASES: dict[str | int, str] = {
+    **{alias: f"draft-0{n}" for n in (4, 6, 7) for alias in (n, str(n), f"0{n}", f"draft{n}", f"draft-{n}")},
+    **{alias: d for d in ("2019-09", "2020-12") for alias in (f"draft{d}", f"draft-{d}", f"draft/{d}")},
+}
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,11 @@ class JsonProfile:
     * ``top_level_whitespace``: may whitespace (as ``whitespace`` allows) surround the top-level value;
       engines that emit exactly one value usually say no.
     * ``additional_items_default``: what an absent ``items`` next to ``prefixItems`` means (the spec:
-      True, any further items; engines' "strict" modes: no further items).
+      True, any further items; engines' "strict" modes: no further items). In drafts before 2020-12,
+      what an absent ``additionalItems`` next to array-form ``items`` means.
+    * ``draft``: the JSON Schema draft of a schema (or remote document) that declares no ``$schema``
+      (one of ``JSON_SCHEMA_DRAFTS``; ``4``, ``draft7``, ``draft2019-09`` and the like are accepted and
+      stored as the canonical name). A declared ``$schema`` always wins.
     """
 
     whitespace: Literal["any", "none"] | int = "any"
@@ -61,6 +76,7 @@ class JsonProfile:
     formats: Literal["annotation", "assert"] = "annotation"
     top_level_whitespace: bool = True
     additional_items_default: bool = True
+    draft: str = _DEFAULT_DRAFT
 
     def __post_init__(self) -> None:
         ws = self.whitespace
@@ -70,9 +86,19 @@ class JsonProfile:
             raise SpecError("bad JsonProfile.property_order", repr(self.property_order), '"any" or "schema"')
         if self.formats not in ("annotation", "assert"):
             raise SpecError("bad JsonProfile.formats", repr(self.formats), '"annotation" or "assert"')
+        if self.draft not in JSON_SCHEMA_DRAFTS:
+            draft = _DRAFT_ALIASES.get(self.draft) if isinstance(self.draft, (str, int)) else None
+            if draft is None:
+                raise SpecError("bad JsonProfile.draft", repr(self.draft), f"one of {JSON_SCHEMA_DRAFTS}")
+            object.__setattr__(self, "draft", draft)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; ``draft`` only when it is not the default, so that specs of the default draft
+        keep the fingerprints they had before drafts were an option."""
+        out = asdict(self)
+        if self.draft == _DEFAULT_DRAFT:
+            del out["draft"]
+        return out
 
 
 @dataclass(frozen=True, eq=False)

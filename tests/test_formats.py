@@ -123,6 +123,10 @@ SUITE_FORMATS = [
     "uri-reference",
     "json-pointer",
     "hostname",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "relative-json-pointer",
 ]
 
 
@@ -141,7 +145,7 @@ def test_json_schema_test_suite(name):
     path = shared_data() / "json-schema-test-suite/tests/draft2020-12/optional/format" / f"{name}.json"
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    dfa = format_dfa(name, max_states=HOSTNAME_STATES) if name == "hostname" else format_dfa(name)
+    dfa = format_dfa(name)
     assert dfa is not None
     n = 0
     for group in json.loads(path.read_text()):
@@ -486,9 +490,10 @@ def hostname_oracle(s: str) -> bool:
 
 
 def test_hostname():
-    with pytest.raises(LimitExceeded):
-        format_dfa("hostname")  # larger than the default bound: refused, quickly
-    d = format_dfa("hostname", max_states=HOSTNAME_STATES)
+    with pytest.raises(LimitExceeded) as ei:
+        format_dfa("hostname", max_states=HOSTNAME_STATES - 1)  # a bound below its size: refused
+    assert ei.value.limit == "dfa_states" and "hostname" in str(ei.value)
+    d = format_dfa("hostname")  # within the default Limits.dfa_states
     assert d is not None and d.size == HOSTNAME_STATES
     rng = random.Random(7)
     labels = ["a", "a-b", "x" * 63, "x" * 64, "-a", "a-", "1", "a1-2"]
@@ -562,7 +567,7 @@ def test_json_pointer():
 
 
 def test_unknown_formats_are_none():
-    for name in ("idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "regex", "color", ""):
+    for name in ("idn-email", "idn-hostname", "regex", "color", ""):
         assert format_dfa(name) is None
     with pytest.raises(ValueError):
         format_dfa("time", leap_seconds="sometimes")  # type: ignore[arg-type]

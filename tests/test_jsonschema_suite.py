@@ -1,14 +1,18 @@
-"""JSON-Schema-Test-Suite draft2020-12 conformance, with a ratcheting baseline (docs/style.md §11).
+"""JSON-Schema-Test-Suite conformance, every draft folder, with ratcheting baselines (docs/style.md §11).
 
-For every group: the schema is refused (reason recorded) or, for every test, ``accepts()`` of the
-instance — compact, pretty-printed, with other legal whitespace, keys reordered, ASCII-escaped — equals
-the test's ``valid``. Zero disagreements on compiled schemas. The baseline records which groups compile;
-a group that compiled before and is refused now fails (regression), new compiles pass with a note.
+For every group of ``draft4``, ``draft6``, ``draft7``, ``draft2019-09`` and ``draft2020-12``: the schema,
+read in that folder's draft (``JsonProfile.draft``; the suite's draft4-7 schemas declare no
+``$schema``), is refused (reason recorded) or, for every test, ``accepts()`` of the instance — compact,
+pretty-printed, with other legal whitespace, keys reordered, ASCII-escaped — equals the test's ``valid``.
+Zero disagreements on compiled schemas. Each draft has its baseline of which groups compile
+(``json-schema-test-suite.json`` is 2020-12's); a group that compiled before and is refused now fails
+(regression), new compiles pass with a note. The suite's remote documents are the resources ``$ref``
+may name, at the URLs the suite serves them from.
 
 The profile: ``allow_duplicate_keys=True`` because the suite's instances never repeat a key (they are
 parsed JSON values), so the verdicts are those of the default profile on every instance; it lets the
-reference compile objects with undeclared keys (see ``JsonProfile``). ``formats="annotation"``: draft
-2020-12's default, which the suite's required tests assume.
+reference compile objects with undeclared keys (see ``JsonProfile``). ``formats="annotation"``: every
+draft's default, which the suite's required tests assume.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ from refdecoder import JsonProfile, Limits
 
 from ._data import compile_or_status, ratchet, require_shared, serializations
 
-PROFILE = JsonProfile(allow_duplicate_keys=True)
-BASELINE = "json-schema-test-suite.json"
+# Suite folder -> (JsonProfile.draft, baseline file).
+DRAFTS = {
+    "draft4": ("draft-04", "json-schema-test-suite-draft4.json"),
+    "draft6": ("draft-06", "json-schema-test-suite-draft6.json"),
+    "draft7": ("draft-07", "json-schema-test-suite-draft7.json"),
+    "draft2019-09": ("2019-09", "json-schema-test-suite-draft2019-09.json"),
+    "draft2020-12": ("2020-12", "json-schema-test-suite.json"),
+}
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,8 @@ class Case:
     valid: bool
 
 
-def _groups() -> list[tuple[str, Any, list[Case]]]:
-    root = require_shared("json-schema-test-suite/tests/draft2020-12")
+def _groups(folder: str) -> list[tuple[str, Any, list[Case]]]:
+    root = require_shared(f"json-schema-test-suite/tests/{folder}")
     out = []
     for f in sorted(root.glob("*.json")):  # optional/ is not required semantics
         for i, g in enumerate(json.loads(f.read_text())):
@@ -56,14 +66,16 @@ def _remotes() -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def suite() -> dict[str, Any]:
+@pytest.fixture(scope="module", params=list(DRAFTS))
+def suite(request: pytest.FixtureRequest) -> dict[str, Any]:
+    folder = request.param
+    profile = JsonProfile(allow_duplicate_keys=True, draft=DRAFTS[folder][0])
     status: dict[str, str] = {}
     disagreements: list[str] = []
     limits = Limits(compile_seconds=10)
     remotes = _remotes()
-    for gid, schema, cases in _groups():
-        g, status[gid] = compile_or_status(refdecoder.JsonSchema(schema, PROFILE, remotes), limits)
+    for gid, schema, cases in _groups(folder):
+        g, status[gid] = compile_or_status(refdecoder.JsonSchema(schema, profile, remotes), limits)
         if g is None:
             continue
         for case in cases:
@@ -71,9 +83,10 @@ def suite() -> dict[str, Any]:
                 got = g.accepts(text.encode("utf-8"))
                 if got != case.valid:
                     disagreements.append(
-                        f"{gid} {case.description!r}: instance {text!r}\n  reference: {got}\n  suite:     {case.valid}"
+                        f"{folder}/{gid} {case.description!r}: instance {text!r}\n"
+                        f"  reference: {got}\n  suite:     {case.valid}"
                     )
-    return {"status": status, "disagreements": disagreements}
+    return {"folder": folder, "status": status, "disagreements": disagreements}
 
 
 def test_zero_disagreements(suite: dict[str, Any]) -> None:
@@ -82,4 +95,5 @@ def test_zero_disagreements(suite: dict[str, Any]) -> None:
 
 
 def test_ratchet_against_baseline(suite: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    ratchet(BASELINE, suite["status"], "JSON-Schema-Test-Suite draft2020-12 groups", capsys)
+    folder = suite["folder"]
+    ratchet(DRAFTS[folder][1], suite["status"], f"JSON-Schema-Test-Suite {folder} groups", capsys)

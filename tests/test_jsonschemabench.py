@@ -1,4 +1,5 @@
-"""JSONSchemaBench (maskbench dev set) conformance against the ``jsonschema`` Draft 2020-12 validator.
+"""JSONSchemaBench (maskbench dev set) conformance against the ``jsonschema`` validator of each schema's
+draft (its ``$schema``; 2020-12 when it declares none, as the reference reads it).
 
 For every compiled schema and every instance (compact and with other legal whitespace), the reference's
 verdict equals ``jsonschema``'s. ``formats="annotation"`` on both sides (no format assertion); the
@@ -30,10 +31,14 @@ BASELINE = "jsonschemabench.json"
 
 def _skip_reason(schema: Any) -> str | None:
     """Schemas judged differently by design, each with its reason (predicates, docs/style.md §11)."""
+    cls = jsonschema.Draft202012Validator
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        cls = jsonschema.validators.validator_for(schema, default=cls)
+        cls.check_schema(schema)
     except jsonschema.SchemaError as e:
-        return f"not a valid draft 2020-12 schema for jsonschema ({e.message[:60]})"
+        return (
+            f"not a valid {cls.__name__.removesuffix('Validator')} schema for jsonschema ({e.message[:60]})"
+        )
     except Exception as e:  # noqa: BLE001 - the validator itself failing is a reason to skip, recorded
         return f"jsonschema cannot check this schema ({type(e).__name__})"
     return None
@@ -64,7 +69,9 @@ def bench() -> dict[str, Any]:
         g, status[key] = compile_or_status(refdecoder.JsonSchema(schema, PROFILE), limits, with_reason=False)
         if g is None:
             continue
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(
+            schema
+        )
         for t in doc["tests"]:
             data = t["data"]
             try:

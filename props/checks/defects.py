@@ -236,12 +236,15 @@ def violated_keyword(spec: SpecRef, output: bytes) -> str:
     import jsonschema
     from referencing.exceptions import Unresolvable
 
+    from props.corpus import draft_validator, profile_of
+
     try:
         instance = json.loads(output)
     except (ValueError, UnicodeDecodeError):
         return "syntax"
     try:
-        cls = jsonschema.validators.validator_for(spec.source, default=jsonschema.Draft202012Validator)
+        default = draft_validator(profile_of(spec).draft)  # the draft of a schema without $schema
+        cls = jsonschema.validators.validator_for(spec.source, default=default)
         error = jsonschema.exceptions.best_match(
             cls(spec.source, format_checker=cls.FORMAT_CHECKER).iter_errors(instance)
         )

@@ -225,8 +225,12 @@ class Target:
             return UNDECIDED
 
     def validator_name(self) -> str:
+        if self.spec.kind == "json_schema":
+            from props.corpus import validator_draft
+
+            draft = validator_draft(self.spec).removeprefix("draft-0")
+            return f"json.loads + jsonschema (Draft {draft}) + profile checks"
         return {
-            "json_schema": "json.loads + jsonschema (Draft 2020-12) + profile checks",
             "regex": "re.fullmatch",
             "gbnf": "props.corpus.gbnf_check (independent Earley parser)",
             "choice": "membership in the choice list",

@@ -18,7 +18,13 @@ from props.corpus import _load
 from props.corpus._errors import CorpusError
 from props.corpus._load import Case, Corpus, corpus_names, load_corpus
 from props.corpus._serialize import serializations
-from props.corpus._validate import profile_of, validate_instance, validate_output
+from props.corpus._validate import (
+    draft_validator,
+    profile_of,
+    validate_instance,
+    validate_output,
+    validator_draft,
+)
 from props.corpus.features import feature_cases
 
 _load.GENERATED[_load.FEATURES] = feature_cases  # load_corpus("features"): the feature probe suite
@@ -28,12 +34,14 @@ __all__ = [
     "Corpus",
     "CorpusError",
     "corpus_names",
+    "draft_validator",
     "load_corpus",
     "profile_of",
     "reference_spec",
     "serializations",
     "validate_instance",
     "validate_output",
+    "validator_draft",
 ]
 
 

@@ -112,8 +112,10 @@ def _select(groups: list[list[Any]], limit: int | None, stride: int) -> list[Any
 
 
 def load_corpus(name: str | Path, *, limit: int | None = None, stride: int | None = None) -> Corpus:
-    """The cases of a corpus: ``builtin``; ``json-schema-test-suite[:file stem]`` (draft2020-12, one
-    case per group); ``jsonschemabench[:Category]`` (maskbench, one case per file); or a path: a
+    """The cases of a corpus: ``builtin``; ``json-schema-test-suite[:[DRAFT/]file stem]`` (one case per
+    group of the suite's draft2020-12 folder, or of ``DRAFT``: ``draft4``, ``draft6``, ``draft7``,
+    ``draft2019-09``, read in that draft; ``json-schema-test-suite:draft7`` is a whole folder);
+    ``jsonschemabench[:Category]`` (maskbench, one case per file); or a path: a
     directory (every ``*.json``, ``*.gbnf``, ``*.regex``, ``*.txt`` under it) or one such file.
     ``stride`` keeps every N-th group/file of each file/category, ``limit`` at most N of them (round
     robin over categories); both may also be written in the name, ``jsonschemabench:stride=8:limit=50``.
@@ -200,19 +202,49 @@ def _needs_remote(schema: Any) -> str | None:
     return None
 
 
+# The suite's draft folders and the meta-schema their groups are read in. Drafts 4-7 groups declare no
+# ``$schema``: their cases declare it, so that every reader (the reference under any backend's profile,
+# the engines, the independent validator) reads them in the folder's draft.
+_SUITE_DRAFTS = {
+    "draft2020-12": "https://json-schema.org/draft/2020-12/schema",
+    "draft2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "draft7": "http://json-schema.org/draft-07/schema#",
+    "draft6": "http://json-schema.org/draft-06/schema#",
+    "draft4": "http://json-schema.org/draft-04/schema#",
+}
+
+
+def _declared(schema: Any, meta: str) -> Any:
+    """``schema`` with ``"$schema": meta`` when it is an object that declares none (adding a root
+    keyword moves no JSON pointer)."""
+    if isinstance(schema, dict) and "$schema" not in schema:
+        return {"$schema": meta, **schema}
+    return schema
+
+
 def _suite(subset: str | None, limit: int | None, stride: int) -> Corpus:
-    root = _shared("json-schema-test-suite/tests/draft2020-12", SUITE)
+    folder, stem = "draft2020-12", subset
+    if subset is not None and subset.split("/", 1)[0] in _SUITE_DRAFTS:
+        folder, _, rest = subset.partition("/")
+        stem = rest or None
+    root = _shared(f"json-schema-test-suite/tests/{folder}", SUITE)
     files = sorted(root.glob("*.json"))  # optional/ is not required semantics
-    if subset is not None:
-        files = [f for f in files if f.stem == subset]
+    if stem is not None:
+        files = [f for f in files if f.stem == stem]
         if not files:
-            raise CorpusError(f"corpus '{SUITE}:{subset}'", f"a file stem of {root}", "no such file")
+            raise CorpusError(
+                f"corpus '{SUITE}:{subset}'",
+                f"a file stem of {root}, or a draft folder ({', '.join(_SUITE_DRAFTS)}) with one",
+                "no such file",
+            )
+    # Group names of the 2020-12 folder stay as they were ("ref#3"); the others name their folder.
+    prefix = "" if folder == "draft2020-12" else f"{folder}/"
     groups: list[list[tuple[str, Any]]] = []
     for f in files:
         doc = _read_json(_read_text(f), str(f))
         if not isinstance(doc, list):
             raise CorpusError(str(f), "a list of test groups")
-        groups.append([(f"{f.stem}#{i}", g) for i, g in enumerate(doc)])
+        groups.append([(f"{prefix}{f.stem}#{i}", g) for i, g in enumerate(doc)])
     out = Corpus()
     for gid, g in _select(groups, limit, stride):
         if not isinstance(g, dict) or "schema" not in g or not isinstance(g.get("tests"), list):
@@ -223,12 +255,13 @@ def _suite(subset: str | None, limit: int | None, stride: int) -> Corpus:
             out.skipped.append((gid, reason))
             continue
         tests = [t for t in g["tests"] if isinstance(t, dict) and "data" in t]
+        schema = g["schema"] if folder == "draft2020-12" else _declared(g["schema"], _SUITE_DRAFTS[folder])
         out.append(
             Case(
-                SpecRef(SpecKind.JSON_SCHEMA, g["schema"], gid, SUITE, dict(_EXTERNAL_PROFILE)),
+                SpecRef(SpecKind.JSON_SCHEMA, schema, gid, SUITE, dict(_EXTERNAL_PROFILE)),
                 tuple(t["data"] for t in tests if t.get("valid") is True),
                 tuple(t["data"] for t in tests if t.get("valid") is False),
-                _covers(g["schema"]),
+                _covers(schema),
             )
         )
     return out
@@ -242,13 +275,21 @@ def _bench_skip(schema: Any) -> str | None:
     """A predicate: why a maskbench schema is left out, or None (as tests/test_jsonschemabench.py)."""
     import jsonschema
 
+    cls = jsonschema.Draft202012Validator
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        cls = jsonschema.validators.validator_for(schema, default=cls)
+        cls.check_schema(schema)
     except jsonschema.SchemaError as e:
-        return f"not a valid draft 2020-12 schema for jsonschema ({e.message[:60]})"
+        return f"not a valid {_draft_name(cls)} schema for jsonschema ({e.message[:60]})"
     except Exception as e:  # noqa: BLE001 - the validator itself failing is a reason, recorded
         return f"jsonschema cannot check this schema ({type(e).__name__})"
     return None
+
+
+def _draft_name(cls: Any) -> str:
+    """``Draft7Validator`` -> ``draft 7``, ``Draft202012Validator`` -> ``draft 2020-12``."""
+    digits = cls.__name__.removeprefix("Draft").removesuffix("Validator")
+    return f"draft {digits[:4]}-{digits[4:]}" if len(digits) == 6 else f"draft {digits}"
 
 
 def _bench(subset: str | None, limit: int | None, stride: int) -> Corpus:

@@ -3,15 +3,23 @@ declares and in what order (profile ``property_order="schema"``), and to rewrite
 ``additional_properties_default=False`` reads it. Independent of ``refdecoder``; deliberately simple:
 where the schema at a position is not a plain object schema (applicators that may declare more
 properties, non-local ``$ref``), the answer is ``None`` — "not known", never a guess.
+
+Drafts: ``draft`` (a ``JsonProfile.draft`` name; :func:`root_draft` reads it off the root's
+``$schema``) decides two readings: in drafts 4-7 a ``$ref`` hides its siblings, so it is followed even
+next to ``properties``; before 2020-12, positions come from array-form ``items`` and ``additionalItems``
+(``prefixItems`` is no keyword there). One draft per document: a ``$schema`` below the root is not
+followed here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
 __all__ = [
+    "root_draft",
     "declared_order",
     "child_for_key",
     "child_for_index",
@@ -51,6 +59,20 @@ _NOT_PLAIN = (
     "unevaluatedProperties",
 )
 _MAX_REFS = 32
+_REF_ALONE = ("draft-04", "draft-06", "draft-07")
+_META = re.compile(
+    r"^https?://json-schema\.org/(?:draft-0(?P<old>[467])|draft/(?P<new>2019-09|2020-12))/schema#?$"
+)
+
+
+def root_draft(root: Any, default: str) -> str:
+    """The draft the document ``root`` is read in: its ``$schema`` when that names a json-schema.org
+    draft, else ``default`` (the profile's)."""
+    meta = root.get("$schema") if isinstance(root, dict) else None
+    m = _META.match(meta) if isinstance(meta, str) else None
+    if m is None:
+        return default
+    return m.group("new") or f"draft-0{m.group('old')}"
 
 
 def subschemas(schema: Any) -> Iterator[Any]:
@@ -82,11 +104,16 @@ def keywords(schema: Any) -> set[str]:
     return out
 
 
-def _resolve(schema: Any, root: Any) -> Any:
-    """Follow a local ``$ref`` that stands alone (``{"$ref": "#/..."}`` plus annotations); else
-    return ``schema`` unchanged, or None when the reference cannot be followed simply."""
+def _resolve(schema: Any, root: Any, draft: str = "2020-12") -> Any:
+    """Follow a local ``$ref`` that stands alone (``{"$ref": "#/..."}`` plus annotations, or anything
+    in drafts 4-7, where ``$ref`` hides its siblings); else return ``schema`` unchanged, or None when
+    the reference cannot be followed simply."""
     for _ in range(_MAX_REFS):
-        if not (isinstance(schema, dict) and "$ref" in schema and "properties" not in schema):
+        if not (
+            isinstance(schema, dict)
+            and "$ref" in schema
+            and ("properties" not in schema or draft in _REF_ALONE)
+        ):
             return schema
         ref = schema["$ref"]
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
@@ -104,10 +131,10 @@ def _resolve(schema: Any, root: Any) -> Any:
     return None
 
 
-def declared_order(schema: Any, root: Any) -> list[str] | None:
+def declared_order(schema: Any, root: Any, draft: str = "2020-12") -> list[str] | None:
     """The ``properties`` of the plain object schema at this position, in schema order; None when
     the schema there is not a plain object schema."""
-    s = _resolve(schema, root)
+    s = _resolve(schema, root, draft)
     if not isinstance(s, dict) or not isinstance(s.get("properties"), dict):
         return None
     if any(kw in s for kw in _NOT_PLAIN):
@@ -115,10 +142,10 @@ def declared_order(schema: Any, root: Any) -> list[str] | None:
     return list(s["properties"])
 
 
-def child_for_key(schema: Any, root: Any, key: str) -> Any:
+def child_for_key(schema: Any, root: Any, key: str, draft: str = "2020-12") -> Any:
     """The schema for member ``key`` when it is simply ``properties[key]`` (or a schema-valued
     ``additionalProperties`` with no ``patternProperties``); else None."""
-    s = _resolve(schema, root)
+    s = _resolve(schema, root, draft)
     if not isinstance(s, dict):
         return None
     props = s.get("properties")
@@ -129,11 +156,18 @@ def child_for_key(schema: Any, root: Any, key: str) -> Any:
     return None
 
 
-def child_for_index(schema: Any, root: Any, index: int) -> Any:
-    """The schema for array item ``index``: ``prefixItems[index]`` or ``items``; else None."""
-    s = _resolve(schema, root)
+def child_for_index(schema: Any, root: Any, index: int, draft: str = "2020-12") -> Any:
+    """The schema for array item ``index``: ``prefixItems[index]`` or ``items`` (before 2020-12:
+    ``items[index]``, or ``additionalItems`` after an array-form ``items``); else None."""
+    s = _resolve(schema, root, draft)
     if not isinstance(s, dict):
         return None
+    if draft != "2020-12":
+        items = s.get("items")
+        if isinstance(items, list):
+            rest = s.get("additionalItems")
+            return items[index] if index < len(items) else (rest if isinstance(rest, (dict, bool)) else None)
+        return items if isinstance(items, (dict, bool)) else None
     prefix = s.get("prefixItems")
     if isinstance(prefix, list) and index < len(prefix):
         return prefix[index]
@@ -141,29 +175,38 @@ def child_for_index(schema: Any, root: Any, index: int) -> Any:
     return items if isinstance(items, (dict, bool)) else None
 
 
-def strict_additional(schema: Any, properties: bool = True, items: bool = False) -> Any:
+def strict_additional(
+    schema: Any, properties: bool = True, items: bool = False, legacy_items: bool = False
+) -> Any:
     """A copy of ``schema`` as a strict profile reads it: with ``properties``, every subschema with
     ``properties`` or ``patternProperties`` and no ``additionalProperties`` gets
     ``"additionalProperties": false`` (``additional_properties_default=False``); with ``items``,
-    every ``prefixItems`` without ``items`` gets ``"items": false`` (``additional_items_default=False``)."""
+    every ``prefixItems`` without ``items`` gets ``"items": false`` (``additional_items_default=False``),
+    or, in a draft before 2020-12 (``legacy_items``; a ``$schema`` below switches it), every
+    array-form ``items`` without ``additionalItems`` gets ``"additionalItems": false``."""
     if not isinstance(schema, dict):
         return schema
+    meta = schema.get("$schema")
+    if isinstance(meta, str):
+        legacy_items = "/draft/2020-12/" not in meta
     out = dict(schema)
     for kw in _ONE:
         if kw in out and isinstance(out[kw], dict):
-            out[kw] = strict_additional(out[kw], properties, items)
+            out[kw] = strict_additional(out[kw], properties, items, legacy_items)
     for kw in _LIST + ("items",):
         if isinstance(out.get(kw), list):
-            out[kw] = [strict_additional(s, properties, items) for s in out[kw]]
+            out[kw] = [strict_additional(s, properties, items, legacy_items) for s in out[kw]]
     for kw in _MAP:
         if isinstance(out.get(kw), dict):
-            out[kw] = {k: strict_additional(s, properties, items) for k, s in out[kw].items()}
+            out[kw] = {k: strict_additional(s, properties, items, legacy_items) for k, s in out[kw].items()}
     if (
         properties
         and ("properties" in out or "patternProperties" in out)
         and "additionalProperties" not in out
     ):
         out["additionalProperties"] = False
-    if items and "prefixItems" in out and "items" not in out:
+    if items and not legacy_items and "prefixItems" in out and "items" not in out:
         out["items"] = False
+    if items and legacy_items and isinstance(out.get("items"), list) and "additionalItems" not in out:
+        out["additionalItems"] = False
     return out

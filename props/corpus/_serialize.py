@@ -35,7 +35,9 @@ def _str(s: str, escape: Escape) -> str:
     return text
 
 
-def _encode(value: Any, root: Any, gap: Gap, escape: Escape, order: Order, outer: bool = True) -> str:
+def _encode(
+    value: Any, root: Any, gap: Gap, escape: Escape, order: Order, outer: bool = True, draft: str = "2020-12"
+) -> str:
     def enc(v: Any, schema: Any, depth: int) -> str:
         if isinstance(v, dict):
             if not v:
@@ -45,7 +47,7 @@ def _encode(value: Any, root: Any, gap: Gap, escape: Escape, order: Order, outer
                 + gap(depth + 1, "before:")
                 + ":"
                 + gap(depth + 1, "after:")
-                + enc(v[k], _schema.child_for_key(schema, root, k), depth + 1)
+                + enc(v[k], _schema.child_for_key(schema, root, k, draft), depth + 1)
                 for k in order(v, schema)
             ]
             sep = gap(depth + 1, "before,") + "," + gap(depth + 1, "after,")
@@ -53,7 +55,9 @@ def _encode(value: Any, root: Any, gap: Gap, escape: Escape, order: Order, outer
         if isinstance(v, list):
             if not v:
                 return "[" + gap(depth, "empty") + "]"
-            items = [enc(x, _schema.child_for_index(schema, root, i), depth + 1) for i, x in enumerate(v)]
+            items = [
+                enc(x, _schema.child_for_index(schema, root, i, draft), depth + 1) for i, x in enumerate(v)
+            ]
             sep = gap(depth + 1, "before,") + "," + gap(depth + 1, "after,")
             return "[" + gap(depth + 1, "open") + sep.join(items) + gap(depth, "close") + "]"
         if isinstance(v, str):
@@ -136,17 +140,19 @@ def serializations(instance: Any, profile: JsonProfile | None = None, schema: An
     def reversed_keys(v: dict[str, Any], s: Any) -> list[str]:
         return list(reversed(v))
 
+    draft = _schema.root_draft(schema, profile.draft)
+
     def schema_order(v: dict[str, Any], s: Any) -> list[str]:
-        declared = _schema.declared_order(s, schema)
+        declared = _schema.declared_order(s, schema, draft)
         if declared is None:
             return list(v)
         return [k for k in declared if k in v] + [k for k in v if k not in declared]
 
     orders: list[Order] = [schema_order] if profile.property_order == "schema" else [as_given, reversed_keys]
     outer = profile.top_level_whitespace
-    out = [_encode(instance, schema, gap, "none", orders[0], outer) for gap in gaps]
-    out += [_encode(instance, schema, _compact, escape, orders[0], outer) for escape in escapes[1:]]
-    out += [_encode(instance, schema, gaps[-1], escapes[-1], order, outer) for order in orders[1:]]
+    out = [_encode(instance, schema, gap, "none", orders[0], outer, draft) for gap in gaps]
+    out += [_encode(instance, schema, _compact, escape, orders[0], outer, draft) for escape in escapes[1:]]
+    out += [_encode(instance, schema, gaps[-1], escapes[-1], order, outer, draft) for order in orders[1:]]
     if isinstance(ws, int):
         out = [t for t in out if max_gap(t) <= ws]
     return list(dict.fromkeys(out))

@@ -3,9 +3,12 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
 
 * JSON Schema: strict UTF-8, ``json.loads`` (duplicate keys seen through ``object_pairs_hook``,
   NaN/Infinity refused through ``parse_constant``, unpaired surrogate escapes refused), then the
-  ``jsonschema`` validator of the schema's ``$schema`` draft (2020-12 by default) with format
-  assertion when the profile asserts formats; then the profile's own restrictions, each by a few lines
-  of code here: whitespace, ``\\u`` escapes, property order, ``additionalProperties`` default.
+  ``jsonschema`` validator of the schema's ``$schema`` draft (the profile's ``draft`` when it declares
+  none: ``Draft4Validator`` ... ``Draft202012Validator``), draft-04 reading ``integer`` as a number
+  written without a fraction or exponent, with format assertion when the profile asserts formats (one
+  reading of each format in every draft, as the reference's); then the profile's own restrictions,
+  each by a few lines of code here: whitespace, ``\\u`` escapes, property order,
+  ``additionalProperties`` default.
 * Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
 * GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
@@ -25,12 +28,13 @@ from props.contract.findings import SpecRef
 from props.corpus import _schema
 from props.corpus._errors import CorpusError
 from props.corpus._serialize import max_gap
+from props.corpus.format_check import format_checker
 from props.corpus.gbnf_check import gbnf_accepts
 from refdecoder import JsonProfile
 
-__all__ = ["validate_output", "validate_instance", "profile_of"]
+__all__ = ["validate_output", "validate_instance", "profile_of", "draft_validator", "validator_draft"]
 
-_VALIDATORS: OrderedDict[tuple[str, bool, str], Any] = OrderedDict()
+_VALIDATORS: OrderedDict[tuple[str, bool, str, str], Any] = OrderedDict()
 _CACHE_SIZE = 256
 
 
@@ -102,17 +106,19 @@ def _esc(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def _objects(value: Any, schema: Any, root: Any, ptr: str = "") -> list[tuple[str, _Pairs, Any]]:
-    """Every object in ``value`` with its pointer and (when simply known) its schema."""
+def _objects(
+    value: Any, schema: Any, root: Any, ptr: str = "", draft: str = "2020-12"
+) -> list[tuple[str, _Pairs, Any]]:
+    """Every object in ``value`` with its pointer and (when simply known) its schema, read in ``draft``."""
     out: list[tuple[str, _Pairs, Any]] = []
     stack = [(ptr, value, schema)]
     while stack:
         p, v, s = stack.pop()
         if isinstance(v, _Pairs):
             out.append((p, v, s))
-            stack.extend((f"{p}/{_esc(k)}", x, _schema.child_for_key(s, root, k)) for k, x in v.pairs)
+            stack.extend((f"{p}/{_esc(k)}", x, _schema.child_for_key(s, root, k, draft)) for k, x in v.pairs)
         elif isinstance(v, list):
-            stack.extend((f"{p}/{i}", x, _schema.child_for_index(s, root, i)) for i, x in enumerate(v))
+            stack.extend((f"{p}/{i}", x, _schema.child_for_index(s, root, i, draft)) for i, x in enumerate(v))
     return out
 
 
@@ -174,22 +180,92 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer())
 
 
+def _is_integer_text(checker: Any, instance: Any) -> bool:
+    """Draft-04's ``integer``: a number written without a fraction or exponent part
+    (draft-zyp-json-schema-04 §3.5), which ``_parse`` alone turns into an ``int``."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 # Huge numbers arrive as Decimal (see _float): "number" and "integer" must know them.
 _DECIMAL_TYPES = {"number": _is_number, "integer": _is_integer}
+_DECIMAL_TYPES_DRAFT4 = {"number": _is_number, "integer": _is_integer_text}
 
 
-def _validator(schema: Any, assert_formats: bool, strict: str) -> Any:
-    """A cached ``jsonschema`` validator; ``strict`` names the strict reading of absent keywords
-    ("" none, "properties", "items": see ``_schema.strict_additional``)."""
+def validator_draft(spec: SpecRef) -> str:
+    """The draft the validator reads a JSON spec's schema in: its root ``$schema``, else the profile's."""
+    return _schema.root_draft(spec.source, profile_of(spec).draft)
+
+
+def draft_validator(draft: str) -> Any:
+    """The ``jsonschema`` validator class of a ``JsonProfile.draft`` name."""
     import jsonschema
 
-    key = (json.dumps(schema, sort_keys=True), assert_formats, strict)
+    classes = {
+        "draft-04": jsonschema.Draft4Validator,
+        "draft-06": jsonschema.Draft6Validator,
+        "draft-07": jsonschema.Draft7Validator,
+        "2019-09": jsonschema.Draft201909Validator,
+        "2020-12": jsonschema.Draft202012Validator,
+    }
+    if draft not in classes:
+        raise CorpusError("JSON Schema draft", f"one of {', '.join(classes)}", repr(draft))
+    return classes[draft]
+
+
+# json-schema.org meta-schema URIs in every spelling (http or https, "#" or not), which the reference
+# reads alike; ``jsonschema`` knows one spelling of each (its meta-schemas' own ids).
+_META_URI = re.compile(r"^https?://json-schema\.org/(draft-0[3-7]|draft/2019-09|draft/2020-12)/schema#?$")
+
+
+def _canonical_metas(schema: Any) -> Any:
+    """``schema`` with every json-schema.org ``$schema`` spelled as ``jsonschema`` knows it (the
+    values of ``enum``, ``const``, ``default`` and ``examples`` are data, left as they are)."""
+
+    def canon(uri: str) -> str:
+        m = _META_URI.match(uri)
+        if m is None:
+            return uri
+        name = m.group(1)
+        return (
+            f"http://json-schema.org/{name}/schema#"
+            if name.startswith("draft-")
+            else f"https://json-schema.org/{name}/schema"
+        )
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: (canon(v) if isinstance(v, str) else v)
+                if k == "$schema"
+                else (v if k in ("enum", "const", "default", "examples") else walk(v))
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def _validator(schema: Any, assert_formats: bool, strict: str, draft: str = "2020-12") -> Any:
+    """A cached ``jsonschema`` validator for ``schema`` read in its ``$schema`` draft, or ``draft``
+    when it declares none; ``strict`` names the strict reading of absent keywords ("" none,
+    "properties", "items": see ``_schema.strict_additional``)."""
+    import jsonschema
+
+    key = (json.dumps(schema, sort_keys=True), assert_formats, strict, draft)
     v = _VALIDATORS.get(key)
     if v is not None:
         _VALIDATORS.move_to_end(key)
         return v
-    doc = _schema.strict_additional(schema, strict == "properties", strict == "items") if strict else schema
-    cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator)
+    schema = _canonical_metas(schema)
+    cls = jsonschema.validators.validator_for(schema, default=draft_validator(draft))
+    legacy_items = cls not in (jsonschema.Draft202012Validator,)  # array-form items + additionalItems
+    doc = (
+        _schema.strict_additional(schema, strict == "properties", strict == "items", legacy_items)
+        if strict
+        else schema
+    )
     try:
         cls.check_schema(doc)
     except jsonschema.SchemaError as e:
@@ -216,12 +292,14 @@ def _validator(schema: Any, assert_formats: bool, strict: str) -> Any:
         if (Fraction(instance) / Fraction(str(d))).denominator != 1:
             yield jsonschema.ValidationError(f"{instance} is not a multiple of {d}")
 
+    types = _DECIMAL_TYPES_DRAFT4 if cls is jsonschema.Draft4Validator else _DECIMAL_TYPES
     cls = jsonschema.validators.extend(
         cls,
         {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties},
-        type_checker=cls.TYPE_CHECKER.redefine_many(_DECIMAL_TYPES),
+        type_checker=cls.TYPE_CHECKER.redefine_many(types),
     )
-    v = cls(doc, format_checker=cls.FORMAT_CHECKER if assert_formats else None)
+    formats = format_checker() if assert_formats else None  # RFC readings: props/corpus/format_check.py
+    v = cls(doc, format_checker=formats)
     _VALIDATORS[key] = v
     if len(_VALIDATORS) > _CACHE_SIZE:
         _VALIDATORS.popitem(last=False)
@@ -238,7 +316,7 @@ def _schema_error(schema: Any, value: Any, profile: JsonProfile, strict: str) ->
     import jsonschema
     import referencing.exceptions
 
-    validator = _validator(schema, profile.formats == "assert", strict)
+    validator = _validator(schema, profile.formats == "assert", strict, profile.draft)
     try:
         err = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except referencing.exceptions.Unresolvable as e:
@@ -281,7 +359,8 @@ def _profile_text_error(text: str, value: Any, schema: Any, profile: JsonProfile
             return f"profile whitespace={profile.whitespace}: a gap of {gap} whitespace characters"
     if not profile.unicode_escapes and _has_u_escape(text):
         return "profile unicode_escapes=False: a \\uXXXX escape in a string"
-    objects = _objects(value, schema, schema)
+    draft = _schema.root_draft(schema, profile.draft)
+    objects = _objects(value, schema, schema, draft=draft)
     if not profile.allow_duplicate_keys:
         for ptr, obj, _ in objects:
             seen: set[str] = set()
@@ -291,7 +370,7 @@ def _profile_text_error(text: str, value: Any, schema: Any, profile: JsonProfile
                 seen.add(k)
     if profile.property_order == "schema":
         for ptr, obj, s in objects:
-            declared = _schema.declared_order(s, schema)
+            declared = _schema.declared_order(s, schema, draft)
             if declared is None:
                 continue  # not a plain object schema here: the order is not judged
             rank = {k: i for i, k in enumerate(declared)}
