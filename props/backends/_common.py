@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 from typing import Any, Generic, TypeVar
 
-from props.contract.backend import Rejected
+import numpy as np
+
+from props.contract.backend import Accepted, Rejected, TokenOutcome
+from refdecoder.bitmask import num_words, pack_ids
 from refdecoder.errors import MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
 
@@ -18,6 +21,7 @@ __all__ = [
     "dist_version",
     "PerVocabulary",
     "NativeMatcher",
+    "HistoryMatcher",
     "reject_at_edge",
     "check_rollback",
     "keyword_default",
@@ -26,6 +30,7 @@ __all__ = [
 
 T = TypeVar("T")
 N = TypeVar("N")
+H = TypeVar("H", bound="HistoryMatcher")
 
 
 def dist_version(dist: str, fallback: str = "unknown") -> str:
@@ -127,3 +132,63 @@ class NativeMatcher(Generic[N]):
 
     def _state_id(self) -> str:
         return f"{self.state_prefix}@{len(self._ids)}"
+
+
+class HistoryMatcher:
+    """A matcher over an engine that answers for a whole id sequence (lm-format-enforcer, SynCode):
+    its state is the ids accepted so far, so ``fork()`` copies them and ``rollback(k)`` truncates them,
+    exactly. Subclasses give ``allowed_ids()`` (the engine's allowed ids after the ids so far, never
+    asked past EOS), ``state_prefix`` (``lmfe@3``) and ``masked_reason`` (why ``accept`` rejects a token
+    the engine does not allow). The handle has ``vocab_size``, ``eos_ids`` and ``token_bytes``."""
+
+    state_prefix = ""
+    masked_reason = "the engine does not allow it"
+
+    def __init__(self, handle: Any, history: list[int]) -> None:
+        self._h = handle
+        self._ids = history  # ends with the EOS id once terminated
+
+    def allowed_ids(self) -> Sequence[int]:
+        raise NotImplementedError
+
+    def accepted_ids(self) -> list[int]:
+        return list(self._ids)
+
+    def _state_id(self) -> str:
+        return f"{self.state_prefix}@{len(self._ids)}"
+
+    def _terminated(self) -> bool:
+        return bool(self._ids) and self._ids[-1] in self._h.eos_ids
+
+    def mask(self) -> np.ndarray:
+        if self._terminated():
+            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
+        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
+
+    def accept(self, token_id: int) -> TokenOutcome:
+        edge = reject_at_edge(
+            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
+        )
+        if edge is not None:
+            return edge
+        data = self._h.token_bytes[token_id]
+        if token_id not in set(self.allowed_ids()):
+            return Rejected(token_id, data, self._state_id(), self.masked_reason)
+        self._ids.append(token_id)
+        return Accepted(token_id, data, self._state_id(), token_id in self._h.eos_ids)
+
+    def is_accepting(self) -> bool:
+        return not self._terminated() and not self._h.eos_ids.isdisjoint(self.allowed_ids())
+
+    def is_terminated(self) -> bool:
+        return self._terminated()
+
+    def rollback(self, k: int) -> None:
+        check_rollback(k, len(self._ids))
+        del self._ids[len(self._ids) - k :]
+
+    def fork(self: H) -> H:
+        return type(self)(self._h, list(self._ids))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_accepted={len(self._ids)}, terminated={self._terminated()})"

@@ -78,7 +78,7 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words
+from refdecoder.bitmask import num_words, pack_ids
 from refdecoder.errors import MaskcertError
 from tokenizers_matrix import Vocabulary
 
@@ -506,10 +506,9 @@ class LlamaCppMatcher(NativeMatcher[_Sampler]):
         return np.flatnonzero(np.isfinite(data["logit"]))
 
     def mask(self) -> np.ndarray:
-        words = np.zeros(num_words(self._h.vocab_size) * 32, dtype=np.bool_)
-        if not self._terminated():
-            words[self.allowed()] = True
-        return np.packbits(words, bitorder="little").view("<i4").astype(np.int32)
+        if self._terminated():
+            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
+        return pack_ids(self.allowed(), self._h.vocab_size)
 
     def accept(self, token_id: int) -> TokenOutcome:
         edge = reject_at_edge(

@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import interegular
-import numpy as np
 import pydantic
 from lmformatenforcer import (
     CharacterLevelParser,
@@ -60,25 +59,20 @@ from lmformatenforcer import (
 )
 
 from props.backends._common import (
+    HistoryMatcher,
     PerVocabulary,
     UnsupportedOption,
-    check_rollback,
     dist_version,
-    reject_at_edge,
 )
 from props.contract.backend import (
-    Accepted,
     Backend,
     BackendMatcher,
     Compiled,
     CompileOutcome,
     DeclaredProfile,
     Refused,
-    Rejected,
-    TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words, pack_ids
 from tokenizers_matrix import Vocabulary
 
 __all__ = ["LMFormatEnforcerBackend", "LMFormatEnforcerMatcher", "declared_profile"]
@@ -286,25 +280,16 @@ class LMFormatEnforcerBackend:
         return LMFormatEnforcerMatcher(compiled.handle, [])
 
 
-class LMFormatEnforcerMatcher:
+class LMFormatEnforcerMatcher(HistoryMatcher):
     """One sequence: the ids accepted so far, asked of the shared ``TokenEnforcer``."""
 
-    def __init__(self, handle: _Handle, history: list[int]) -> None:
-        self._h = handle
-        self._ids = history  # ends with the EOS id once terminated; LMFE is never asked past it
+    state_prefix = "lmfe"
+    masked_reason = "not in TokenEnforcer.get_allowed_tokens"
+    _h: _Handle
 
     @property
     def enforcer(self) -> TokenEnforcer:
         return self._h.enforcer
-
-    def accepted_ids(self) -> list[int]:
-        return list(self._ids)
-
-    def _state_id(self) -> str:
-        return f"lmfe@{len(self._ids)}"
-
-    def _terminated(self) -> bool:
-        return bool(self._ids) and self._ids[-1] in self._h.eos_ids
 
     def allowed_ids(self) -> list[int]:
         """``TokenEnforcer.get_allowed_tokens`` for the ids so far, as LMFE returns it (before EOS)."""
@@ -316,39 +301,6 @@ class LMFormatEnforcerMatcher:
                 "tokens (documented to return the allowed tokens)"
             )
         return list(tokens)
-
-    def mask(self) -> np.ndarray:
-        if self._terminated():
-            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
-        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
-
-    def accept(self, token_id: int) -> TokenOutcome:
-        edge = reject_at_edge(
-            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
-        )
-        if edge is not None:
-            return edge
-        data = self._h.token_bytes[token_id]
-        if token_id not in set(self.allowed_ids()):
-            return Rejected(token_id, data, self._state_id(), "not in TokenEnforcer.get_allowed_tokens")
-        self._ids.append(token_id)
-        return Accepted(token_id, data, self._state_id(), token_id in self._h.eos_ids)
-
-    def is_accepting(self) -> bool:
-        return not self._terminated() and not self._h.eos_ids.isdisjoint(self.allowed_ids())
-
-    def is_terminated(self) -> bool:
-        return self._terminated()
-
-    def rollback(self, k: int) -> None:
-        check_rollback(k, len(self._ids))
-        del self._ids[len(self._ids) - k :]
-
-    def fork(self) -> LMFormatEnforcerMatcher:
-        return LMFormatEnforcerMatcher(self._h, list(self._ids))
-
-    def __repr__(self) -> str:
-        return f"LMFormatEnforcerMatcher(num_accepted={len(self._ids)}, terminated={self._terminated()})"
 
 
 if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)

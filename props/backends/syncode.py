@@ -58,24 +58,19 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from props.backends._common import (
+    HistoryMatcher,
     PerVocabulary,
-    check_rollback,
     dist_version,
-    reject_at_edge,
 )
 from props.contract.backend import (
-    Accepted,
     Backend,
     BackendMatcher,
     Compiled,
     CompileOutcome,
     DeclaredProfile,
     Refused,
-    Rejected,
-    TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words
 from refdecoder.errors import MaskcertError
 from tokenizers_matrix import Vocabulary
 
@@ -356,62 +351,19 @@ class SyncodeBackend:
         return SyncodeMatcher(compiled.handle, [])
 
 
-class SyncodeMatcher:
+class SyncodeMatcher(HistoryMatcher):
     """One sequence: the ids so far, masked by the shared ``SyncodeLogitsProcessor``."""
 
-    def __init__(self, handle: _Handle, history: list[int]) -> None:
-        self._h = handle
-        self._ids = history
+    state_prefix = "syncode"
+    masked_reason = "syncode: the logits processor masks it"
+    _h: _Handle
 
-    def accepted_ids(self) -> list[int]:
-        return list(self._ids)
-
-    def _state_id(self) -> str:
-        return f"syncode@{len(self._ids)}"
-
-    def _terminated(self) -> bool:
-        return bool(self._ids) and self._ids[-1] in self._h.eos_ids
-
-    def allowed(self) -> np.ndarray:
+    def allowed_ids(self) -> list[int]:
         """The ids SynCode's processor leaves finite for the ids so far (before EOS)."""
         input_ids = torch.tensor([self._ids], dtype=torch.long).reshape(1, len(self._ids))
         scores = torch.zeros((1, self._h.vocab_size), dtype=torch.float32)
         out = self._h.processor(input_ids, scores)
-        return np.flatnonzero(torch.isfinite(out[0]).numpy())
-
-    def mask(self) -> np.ndarray:
-        words = np.zeros(num_words(self._h.vocab_size) * 32, dtype=np.bool_)
-        if not self._terminated():
-            words[self.allowed()] = True
-        return np.packbits(words, bitorder="little").view("<i4").astype(np.int32)
-
-    def accept(self, token_id: int) -> TokenOutcome:
-        edge = reject_at_edge(
-            token_id, self._h.vocab_size, self._h.token_bytes, self._state_id(), self._terminated()
-        )
-        if edge is not None:
-            return edge
-        data = self._h.token_bytes[token_id]
-        if token_id not in set(self.allowed().tolist()):
-            return Rejected(token_id, data, self._state_id(), "syncode: the logits processor masks it")
-        self._ids.append(token_id)
-        return Accepted(token_id, data, self._state_id(), token_id in self._h.eos_ids)
-
-    def is_accepting(self) -> bool:
-        return not self._terminated() and not self._h.eos_ids.isdisjoint(self.allowed().tolist())
-
-    def is_terminated(self) -> bool:
-        return self._terminated()
-
-    def rollback(self, k: int) -> None:
-        check_rollback(k, len(self._ids))
-        del self._ids[len(self._ids) - k :]
-
-    def fork(self) -> SyncodeMatcher:
-        return SyncodeMatcher(self._h, list(self._ids))
-
-    def __repr__(self) -> str:
-        return f"SyncodeMatcher(num_accepted={len(self._ids)}, terminated={self._terminated()})"
+        return np.flatnonzero(torch.isfinite(out[0]).numpy()).tolist()
 
 
 if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)
