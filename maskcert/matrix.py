@@ -196,7 +196,12 @@ def _witness(f: Finding) -> bytes | None:
     return None
 
 
-def _cells(engine: str, features: Sequence[Feature], report: Report) -> list[dict[str, Any]]:
+def _cells(
+    engine: str, features: Sequence[Feature], report: Report, base: str | None = None
+) -> list[dict[str, Any]]:
+    """One cell per feature; each defect links to its proof under ``base`` (the engine's report
+    directory relative to the matrix; ``engine`` by default, where :func:`run_matrix` writes it)."""
+    base = engine if base is None else base
     by_feature: dict[str, list[Finding]] = {}
     for f in report.findings:
         by_feature.setdefault(_feature_of(f.spec.name), []).append(f)
@@ -239,8 +244,8 @@ def _cells(engine: str, features: Sequence[Feature], report: Report) -> list[dic
                     "witness": witness.decode("utf-8", "backslashreplace")[:200]
                     if isinstance(witness, bytes)
                     else None,
-                    "link": f"{engine}/report.html#finding-{ex.id}",
-                    "repro": f"{engine}/{ex.repro}" if ex.repro else None,
+                    "link": f"{base}/report.html#finding-{ex.id}",
+                    "repro": f"{base}/{ex.repro}" if ex.repro else None,
                 }
             )
         cells.append(
@@ -375,22 +380,16 @@ def matrix_from_reports(
         findings = [Finding.from_json(f) for f in data.get("findings", [])]
         report = Report(data, findings, {}, {})
         reports[name] = report
-        link = Path(out, name) if out is not None else None
-        rel = path.parent if link is None else Path(os.path.relpath(path.parent, out))
+        rel = (path.parent if out is None else Path(os.path.relpath(path.parent, out))).as_posix()
         engines.append(
             {
                 "name": name,
                 "version": data["backend"]["version"],
-                "report": f"{rel.as_posix()}/report.html",
+                "report": f"{rel}/report.html",
                 "complete": data.get("complete"),
             }
         )
-        for c in _cells(name, chosen, report):
-            for defect in c["defects"]:
-                defect["link"] = defect["link"].replace(f"{name}/", f"{rel.as_posix()}/", 1)
-                if defect["repro"]:
-                    defect["repro"] = defect["repro"].replace(f"{name}/", f"{rel.as_posix()}/", 1)
-            cells.append(c)
+        cells += _cells(name, chosen, report, base=rel)
         seconds += float(data.get("elapsed_s") or 0)
     assert tokenizer is not None
     return _assemble(engines, cells, chosen, tokenizer, seconds, reports, out)

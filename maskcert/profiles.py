@@ -71,7 +71,7 @@ def _named(name: str) -> JsonProfile:
     return profile
 
 
-def _value(key: str, text: str) -> Any:
+def _value(text: str) -> Any:
     low = text.strip().lower()
     if low in ("true", "yes", "on"):
         return True
@@ -95,7 +95,7 @@ def parse_profile(items: Sequence[str] | None, base: JsonProfile | None = None) 
         field = fields.get(key)
         if field is None:
             raise ProfileError(item, f"KEY=VALUE with KEY one of {', '.join(fields)}")
-        value = _value(key, text)
+        value = _value(text)
         default = field.default
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ProfileError(item, f"{key}=true or {key}=false")
