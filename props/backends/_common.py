@@ -22,6 +22,7 @@ __all__ = [
     "PerVocabulary",
     "NativeMatcher",
     "HistoryMatcher",
+    "mask_of",
     "reject_at_edge",
     "check_rollback",
     "keyword_default",
@@ -134,6 +135,15 @@ class NativeMatcher(Generic[N]):
         return f"{self.state_prefix}@{len(self._ids)}"
 
 
+def mask_of(allowed: Any, vocab_size: int, terminated: bool) -> np.ndarray:
+    """xgrammar's bitmask layout of the ``allowed`` ids (anything ``np.asarray`` reads), all zeros once
+    the sequence has ended with EOS (``allowed`` is then not consulted: pass a callable to defer it)."""
+    if terminated:
+        return np.zeros(num_words(vocab_size), dtype=np.int32)
+    ids = allowed() if callable(allowed) else allowed
+    return pack_ids(np.asarray(ids, dtype=np.int64), vocab_size)
+
+
 class HistoryMatcher:
     """A matcher over an engine that answers for a whole id sequence (lm-format-enforcer, SynCode):
     its state is the ids accepted so far, so ``fork()`` copies them and ``rollback(k)`` truncates them,
@@ -161,9 +171,7 @@ class HistoryMatcher:
         return bool(self._ids) and self._ids[-1] in self._h.eos_ids
 
     def mask(self) -> np.ndarray:
-        if self._terminated():
-            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
-        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
+        return mask_of(self.allowed_ids, self._h.vocab_size, self._terminated())
 
     def accept(self, token_id: int) -> TokenOutcome:
         edge = reject_at_edge(

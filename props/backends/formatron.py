@@ -73,7 +73,7 @@ except AttributeError as _e:  # pragma: no cover - depends on the installed pyda
     ) from _e
 import referencing.exceptions
 
-from props.backends._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.backends._common import PerVocabulary, check_rollback, dist_version, mask_of, reject_at_edge
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -86,7 +86,6 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words, pack_ids
 from tokenizers_matrix import Vocabulary
 
 __all__ = ["FormatronBackend", "FormatronMatcher", "declared_profile", "SCHEMA_ID", "KBNF_VERSION"]
@@ -316,9 +315,7 @@ class FormatronMatcher:
         return list(self._engine.get_allowed_token_ids_from_last_computation())
 
     def mask(self) -> np.ndarray:
-        if self._terminated():
-            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
-        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
+        return mask_of(self.allowed_ids, self._h.vocab_size, self._terminated())
 
     def accept(self, token_id: int) -> TokenOutcome:
         edge = reject_at_edge(

@@ -64,6 +64,7 @@ from props.backends._common import (
     PerVocabulary,
     check_rollback,
     dist_version,
+    mask_of,
     reject_at_edge,
 )
 from props.contract.backend import (
@@ -78,7 +79,6 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words, pack_ids
 from refdecoder.errors import MaskcertError
 from tokenizers_matrix import Vocabulary
 
@@ -506,9 +506,7 @@ class LlamaCppMatcher(NativeMatcher[_Sampler]):
         return np.flatnonzero(np.isfinite(data["logit"]))
 
     def mask(self) -> np.ndarray:
-        if self._terminated():
-            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
-        return pack_ids(self.allowed(), self._h.vocab_size)
+        return mask_of(self.allowed, self._h.vocab_size, self._terminated())
 
     def accept(self, token_id: int) -> TokenOutcome:
         edge = reject_at_edge(

@@ -60,7 +60,7 @@ from transformers_cfg.parser import parse_ebnf
 from transformers_cfg.tokenization.byte_trie import ByteTrie
 from transformers_cfg.tokenization.middle.TokenizerMiddleMapping import TokenizerMiddleMapping
 
-from props.backends._common import PerVocabulary, check_rollback, dist_version, reject_at_edge
+from props.backends._common import PerVocabulary, check_rollback, dist_version, mask_of, reject_at_edge
 from props.contract.backend import (
     Accepted,
     Backend,
@@ -73,7 +73,6 @@ from props.contract.backend import (
     TokenOutcome,
 )
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
-from refdecoder.bitmask import num_words, pack_ids
 from tokenizers_matrix import Vocabulary
 
 __all__ = [
@@ -324,9 +323,7 @@ class TransformersCFGMatcher:
         return [int(i) for i in torch.nonzero(acceptance).flatten().tolist()]
 
     def mask(self) -> np.ndarray:
-        if self._terminated():
-            return np.zeros(num_words(self._h.vocab_size), dtype=np.int32)
-        return pack_ids(np.asarray(self.allowed_ids(), dtype=np.int64), self._h.vocab_size)
+        return mask_of(self.allowed_ids, self._h.vocab_size, self._terminated())
 
     def accept(self, token_id: int) -> TokenOutcome:
         edge = reject_at_edge(
