@@ -19,9 +19,11 @@ the continuation of some stack's derivation). The pieces:
   every node starts unknown; a node's witness is recomputed whenever a child's witness shortens,
   until nothing changes.
 * **A node from a local**: Dijkstra over the node's locals, where ``(CALL, child, resume)`` is an edge
-  to ``resume`` of length ``len(W(child))`` and ``(RETURN,)`` ends the path. Locals are finite by the
-  IR's contract; the search is bounded all the same (custom nodes such as objects have many), and
-  gives up (None) past the bound.
+  to ``resume`` of length ``len(W(child))`` and ``(RETURN,)`` ends the path. A call with an entry
+  state (``_ir``) weighs the lexeme's shortest word from that state, and a node that receives its
+  lexemes' final states resumes at what ``receive`` makes of the state after that word. Locals are
+  finite for bounded words by the IR's contract; the search is bounded all the same (custom nodes
+  such as objects have many), and gives up (None) past the bound.
 
 Nothing here decides membership: callers verify a completion with :meth:`Grammar.advance` before
 using it (``props.checks.witness.shortest_completion`` does, and falls back to a search over states
@@ -36,7 +38,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from ._ir import CALL, Alt, Lex, Network, Repeat, Seq
+from ._ir import CALL, Alt, Lex, Network, Repeat, Seq, receives
 from ._lexeme import ByteDFA
 from ._parser import State
 
@@ -94,7 +96,12 @@ class Completer:
             return None
         parts = [first]
         size = len(first)
-        for frame_node, local in reversed(stack[:-1]):
+        below = list(stack[:-1])
+        if below and receives(self.network.nodes[below[-1][0]]):
+            final = _run(top.lexeme, lstate, first)  # the caller is handed the lexeme's final state
+            frame_node, local = below[-1]
+            below[-1] = (frame_node, self.network.nodes[frame_node].receive(local, final))  # type: ignore[union-attr]
+        for frame_node, local in reversed(below):
             rest = self.from_local(frame_node, local)
             if rest is None:
                 return None
@@ -241,10 +248,10 @@ class Completer:
                     parts.append(part)
                 return b"".join(reversed(parts))
             for act in actions:
-                child, resume = act[1], act[2]
-                w = words.get(child)
-                if w is None:
+                edge = self._edge(node, act, words)
+                if edge is None:
                     continue
+                w, resume = edge
                 nd = dist + len(w)
                 if nd > self.max_len:
                     continue
@@ -254,13 +261,32 @@ class Completer:
                     heapq.heappush(heap, (nd, tick, resume, (path, w)))
         return None
 
+    def _edge(self, node: Any, act: Any, words: dict[int, bytes]) -> tuple[bytes, Hashable] | None:
+        """A call action as an edge: (the child's shortest word, the local it resumes at). A call
+        with an ``entry`` starts its lexeme there; a receiving node resumes at what ``receive`` makes
+        of the lexeme's final state after that word (``_ir``)."""
+        child, resume = act[1], act[2]
+        child_node = self.network.nodes[child]
+        if len(act) > 3:
+            assert isinstance(child_node, Lex), "only lexeme children take an entry state"
+            word = self._lexeme_word(child, child_node, act[3])
+            entry = act[3]
+        else:
+            word = words.get(child)
+            entry = child_node.lexeme.start() if isinstance(child_node, Lex) else None
+        if word is None:
+            return None
+        if isinstance(child_node, Lex) and receives(node):
+            resume = node.receive(resume, _run(child_node.lexeme, entry, word))
+        return word, resume
+
     def _greedy(self, node: Any, start: Hashable, words: dict[int, bytes]) -> bytes | None:
         """Some word from ``start`` to RETURN when Dijkstra's search grew too large (e.g. an object
         with many required keys, whose locals are the subsets of keys written): depth first, the
         shortest child word first, each local visited once. The IR's contract (every resume local can
         still return, locals are finite) makes this succeed; it is bounded all the same."""
         seen = {start}
-        stack: list[tuple[Hashable, list[tuple[int, Hashable]], int]] = []
+        stack: list[tuple[Hashable, list[tuple[bytes, Hashable]], int]] = []
         parts: list[bytes] = []
         local = start
         budget = 20 * self.max_locals
@@ -269,19 +295,18 @@ class Completer:
             actions = node.actions(local)
             if any(a[0] != CALL for a in actions):
                 return b"".join(parts)
-            options = sorted(
-                ((len(words[a[1]]), a[1], a[2]) for a in actions if a[1] in words), key=lambda o: o[0]
-            )
-            stack.append((local, [(c, r) for _, c, r in options], 0))
+            edges = [e for e in (self._edge(node, a, words) for a in actions) if e is not None]
+            options = sorted(edges, key=lambda e: len(e[0]))
+            stack.append((local, options, 0))
             while stack:
                 here, opts, k = stack[-1]
                 while k < len(opts) and opts[k][1] in seen:
                     k += 1
                 if k < len(opts):
-                    child, resume = opts[k]
+                    word, resume = opts[k]
                     stack[-1] = (here, opts, k + 1)
                     seen.add(resume)
-                    parts.append(words[child])
+                    parts.append(word)
                     local = resume
                     break
                 stack.pop()  # a dead end: undo the word that led here
@@ -290,3 +315,11 @@ class Completer:
             else:
                 return None
         return None
+
+
+def _run(lexeme: Any, state: Hashable, word: bytes) -> Hashable:
+    """The lexeme state after reading ``word`` from ``state`` (the word is known to be read)."""
+    for b in word:
+        state = lexeme.step(state, b)
+        assert state is not None, "a lexeme witness is read by its lexeme"
+    return state

@@ -13,7 +13,14 @@ A grammar is a list of *nodes*; a node is one of
   which keys were seen instead of enumerating permutations).
 
 Every non-lexical node speaks one tiny protocol: ``enter() -> local`` and ``actions(local)``, a tuple of
-``(CALL, child, resume_local)`` and ``(RETURN,)`` actions. The parser (``_parser``) runs the network as a
+``(CALL, child, resume_local)`` and ``(RETURN,)`` actions. Two optional extensions let a custom node
+remember *text* a lexeme read (a JSON object excluding keys it has already seen, ``_keymemory``):
+
+* ``(CALL, child, resume_local, entry)``: a call that starts the child — a lexeme node — in the lexeme
+  state ``entry`` instead of its start state (a parameter: e.g. "the keys not to write again");
+* ``receive(resume_local, lexeme_state) -> local``: a custom node that defines it is handed the final
+  state of each lexeme child it called when that child returns, and resumes at the local it returns
+  (e.g. with the key just written added to the seen set). Such a node's calls are never tail calls. The parser (``_parser``) runs the network as a
 nondeterministic pushdown automaton whose configuration is a *set of stacks* of ``(node, local)``
 frames — the classic RTN/GLR view, with stacks deduplicated as values. A call whose resume point can
 only return is a tail call and does not grow the stack, so right recursion runs in constant stack.
@@ -48,11 +55,12 @@ __all__ = [
     "Node",
     "GrammarBuilder",
     "Network",
+    "receives",
 ]
 
 CALL = 0
 RETURN = 1
-Action = tuple  # (CALL, child: int, resume: Hashable) | (RETURN,)
+Action = tuple  # (CALL, child: int, resume: Hashable[, entry: Hashable]) | (RETURN,)
 _RET: tuple[int] = (RETURN,)
 H = TypeVar("H", bound=Hashable)
 
@@ -117,7 +125,10 @@ class CustomNode(Protocol):
     answer the static questions given the answers for children; ``left_calls(is_nullable)`` lists the
     children it may call before reading a byte. ``actions`` must only call productive children and
     only resume into locals from which the node can still return (the builder guarantees children are
-    productive before ``prune`` is called with the productive set).
+    productive before ``prune`` is called with the productive set). A node with ``receive`` (see the
+    module doc) must keep that promise for every final lexeme state it can be handed, and an ``entry``
+    it passes must be a state of the child lexeme from which a final state is reachable (trimness).
+    Its locals may then carry the text received, so they are finite for each bounded input only.
     """
 
     def enter(self) -> Hashable: ...
@@ -136,6 +147,12 @@ class CustomNode(Protocol):
 
 
 Node = Union[Lex, Seq, Alt, Repeat, CustomNode]
+
+
+def receives(node: object) -> bool:
+    """The node is handed the final states of the lexemes it calls (``receive``; a node may turn it
+    off with a false ``receives`` attribute, e.g. an object without key memory)."""
+    return callable(getattr(node, "receive", None)) and bool(getattr(node, "receives", True))
 
 
 @dataclass(frozen=True)

@@ -1087,6 +1087,8 @@ def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shap
 
 
 def not_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    if isinstance(value, dict) and "not" in value and not set(value) - ANNOTATIONS - {"not"}:
+        return ctx.c.shape(ctx.sub("not", "not"))  # ¬¬Z = Z: no complement to take
     return ctx.c.complement(ctx.c.shape(ctx.sub("not")), ctx.at("not"))
 
 

@@ -1,8 +1,9 @@
 """Emission of JSON Schema shapes as grammar nodes, with the object and array custom nodes.
 
-``ObjectNode`` runs ``{ member (, member)* }`` with local state ``(phase, seen, n, pos)``: the declared
-keys already read (``seen``, a frozenset of member indexes), the number of members (saturated), and for
-``property_order="schema"`` the index of the last declared key. ``ArrayNode`` runs ``[ item (, item)* ]``
+``ObjectNode`` runs ``{ member (, member)* }`` with local state ``(phase, seen, n, pos, keys)``: the
+declared keys already read (``seen``, a frozenset of member indexes), the number of members
+(saturated), for ``property_order="schema"`` the index of the last declared key, and, when repeated
+keys are excluded, per key region the undeclared keys already written (``keys``, see ``_keymemory``). ``ArrayNode`` runs ``[ item (, item)* ]``
 with ``(phase, i, c)``: the next position (saturated) and the ``contains`` matches so far (saturated).
 Both only ever move to locals from which the node can still close (``_completable``), which keeps every
 parser stack completable — the exactness argument of ``_ir``.
@@ -20,10 +21,11 @@ from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._jsonschema import FALSE, TRUE, ArrayShape, Compiler, Expr, ObjectShape, _where, and_exprs, not_expr
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
+from ._keymemory import KeyLexeme, language_size
 from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate
-from .errors import LimitExceeded, SpecError, Unsupported
+from .errors import LimitExceeded, SpecError
 from .grammar import JsonSchema, Limits
 
 _RET: tuple[int] = (RETURN,)
@@ -42,6 +44,8 @@ def _any_number_dfa() -> ByteDFA:
 
 WS_BYTES = b" \t\n\r"
 MAX_KEY_RULES = 8
+# A region with this many keys or more is as good as infinite: no input writes that many.
+_COUNT_CAP = 1 << 62
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,33 +65,59 @@ class ObjectNode:
     max_props: int | None
     allow_dups: bool
     schema_order: bool
+    # key regions with memory (``_keymemory``): (KeyLexeme node, "ws : ws value" node, how many keys
+    # the region has: None = infinitely many), used when repeated undeclared keys are excluded
+    regions: tuple[tuple[int, int, int | None], ...] = ()
+    region_lexemes: tuple[KeyLexeme, ...] = ()  # the KeyLexeme of each region's key node
     live: frozenset[int] | None = None  # productive members (set by ``prune``)
+    live_regions: frozenset[int] | None = None  # regions whose value is productive
     _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
 
     # -- static protocol ------------------------------------------------------------------------
     def children(self) -> tuple[int, ...]:
-        return (self.lbrace, self.close_first, self.close_after, self.comma) + self.members
+        out = (self.lbrace, self.close_first, self.close_after, self.comma) + self.members
+        return out + tuple(x for key, rest, _ in self.regions for x in (key, rest))
 
     def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
         return False
 
     def productive(self, is_productive: Callable[[int], bool]) -> bool:
-        probe = replace(
-            self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={}
-        )
-        return probe._completable(frozenset(), 0, -1)
+        probe = self.prune(is_productive)
+        return probe._completable(frozenset(), 0, -1, probe._spare(self._no_keys()))
 
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbrace,)
 
     def prune(self, is_productive: Callable[[int], bool]) -> ObjectNode:
         return replace(
-            self, live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)), _memo={}
+            self,
+            live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)),
+            live_regions=frozenset(r for r, (_, rest, _) in enumerate(self.regions) if is_productive(rest)),
+            _memo={},
         )
 
     # -- dynamics -------------------------------------------------------------------------------
     def enter(self) -> Hashable:
         return ("open",)
+
+    def _no_keys(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset() for _ in self.regions)
+
+    def _left(self, r: int, keys: tuple[frozenset[str], ...]) -> int | None:
+        """Keys region ``r`` can still add (None: unboundedly many)."""
+        size = self.regions[r][2]
+        return None if size is None else size - len(keys[r])
+
+    def _spare(self, keys: tuple[frozenset[str], ...]) -> int | None:
+        """Undeclared keys the regions can still add, saturated at ``min_props`` (None: unbounded)."""
+        assert self.live_regions is not None
+        total = 0
+        for r in self.live_regions:
+            left = self._left(r, keys)
+            if left is None:
+                return None
+            total += left
+        return min(total, self.min_props)
 
     def _needed(self, seen: frozenset[int]) -> frozenset[int]:
         need = set(self.required)
@@ -119,26 +149,29 @@ class ObjectNode:
             n2 = min(n2, max(self.min_props, 0))
         return seen2, n2, pos2
 
-    def _can_close(self, seen: frozenset[int], n: int) -> bool:
+    def _can_close(self, seen: frozenset[int], n: int, spare: int | None = 0) -> bool:
+        """Closable now, or (``spare``) after adding up to that many undeclared keys."""
         return (
             self._needed(seen) <= seen
-            and n >= self.min_props
-            and (self.max_props is None or n <= self.max_props)
+            and (spare is None or n + spare >= self.min_props)
+            and (self.max_props is None or max(n, self.min_props) <= self.max_props)
         )
 
-    def _completable(self, seen: frozenset[int], n: int, pos: int) -> bool:
-        key = (seen, n, pos)
+    def _completable(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
+        """Some way to close from here: the keys still needed, then (the regions' keys coming last,
+        as ``property_order="schema"`` requires) up to ``spare`` undeclared keys."""
+        key = (seen, n, pos, spare)
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._completable_uncached(seen, n, pos)
+            hit = self._completable_uncached(seen, n, pos, spare)
             self._memo[key] = hit
         return hit
 
-    def _completable_uncached(self, seen: frozenset[int], n: int, pos: int) -> bool:
+    def _completable_uncached(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
         if self.max_props is not None and n > self.max_props:
             return False
         if self.deps:
-            return self._search(seen, n, pos)
+            return self._search(seen, n, pos, spare)
         missing = self.required - seen
         if not all(self._addable(i, seen, pos) for i in missing):
             return False
@@ -147,25 +180,28 @@ class ObjectNode:
             return False
         if count >= self.min_props:
             return True
+        if self.max_props is not None and self.min_props > self.max_props:
+            return False  # the keys still to add would pass maxProperties
         assert self.live is not None
         unbounded = any(i >= self.n_named for i in self.live) or (
             self.allow_dups and any(self._addable(i, seen, pos) for i in self.live)
         )
-        if unbounded:
+        if spare is None or unbounded:
             return True
         extras = sum(
             1 for i in self.live if i < self.n_named and i not in missing and self._addable(i, seen, pos)
         )
-        return count + extras >= self.min_props
+        return count + extras + spare >= self.min_props
 
-    def _search(self, seen: frozenset[int], n: int, pos: int) -> bool:
-        """Exact reachability of a closable local when dependentRequired couples keys (bounded)."""
+    def _search(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
+        """Exact reachability of a closable local when dependentRequired couples keys (bounded);
+        undeclared keys of the regions take part in no dependency, so they come last (``spare``)."""
         assert self.live is not None
         todo = [(seen, n, pos)]
         visited = {(seen, n, pos)}
         while todo:
             s, k, p = todo.pop()
-            if self._can_close(s, k):
+            if self._can_close(s, k, spare):
                 return True
             for i in sorted(self.live):
                 if self._addable(i, s, p):
@@ -180,25 +216,52 @@ class ObjectNode:
     def actions(self, local: Any) -> tuple[Action, ...]:
         phase = local[0]
         if phase == "open":
-            return ((CALL, self.lbrace, ("first", frozenset(), 0, -1)),)
+            return ((CALL, self.lbrace, ("first", frozenset(), 0, -1, self._no_keys())),)
         if phase == "done":
             return (_RET,)
-        _, seen, n, pos = local
+        if phase == "value":  # a region's key was read (``receive``): its value next
+            _, seen, n, pos, keys, r = local
+            return ((CALL, self.regions[r][1], ("after", seen, n, pos, keys)),)
+        _, seen, n, pos, keys = local
         out: list[Action] = []
         if phase in ("first", "after") and self._can_close(seen, n):
             out.append((CALL, self.close_first if phase == "first" else self.close_after, ("done",)))
         adds: list[Action] = []
-        assert self.live is not None
+        assert self.live is not None and self.live_regions is not None
         for i in sorted(self.live):
             if self._addable(i, seen, pos):
                 s2, n2, p2 = self._after_add(i, seen, n, pos)
-                if self._completable(s2, n2, p2):
-                    adds.append((CALL, self.members[i], ("after", s2, n2, p2)))
+                if self._completable(s2, n2, p2, self._spare(keys)):
+                    adds.append((CALL, self.members[i], ("after", s2, n2, p2, keys)))
+        for r in sorted(self.live_regions):
+            left = self._left(r, keys)
+            if left == 0:
+                continue
+            _, n2, p2 = self._after_add(self.n_named, seen, n, pos)
+            spare = self._spare(keys)
+            if self._completable(seen, n2, p2, None if spare is None else max(spare - 1, 0)):
+                entry = self.region_lexemes[r].entry(keys[r])
+                adds.append((CALL, self.regions[r][0], ("key", seen, n, pos, keys, r), entry))
         if phase in ("first", "next"):
             out.extend(adds)
         elif adds:
-            out.append((CALL, self.comma, ("next", seen, n, pos)))
+            out.append((CALL, self.comma, ("next", seen, n, pos, keys)))
         return tuple(out)
+
+    def receive(self, local: Any, state: Hashable) -> Hashable:
+        """A region's key has been read (``_ir``: ``receive``): remember it, then read its value."""
+        if local[0] != "key":
+            return local
+        _, seen, n, pos, keys, r = local
+        name = KeyLexeme.name(state)
+        _, n2, p2 = self._after_add(self.n_named, seen, n, pos)
+        keys2 = keys[:r] + (keys[r] | {name},) + keys[r + 1 :]
+        return ("value", seen, n2, p2, keys2, r)
+
+    @property
+    def receives(self) -> bool:
+        """Only an object with key regions is handed its keys (``_ir``: ``receive``)."""
+        return bool(self.regions)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +527,10 @@ class Emitter:
         rules = list(o.rules)
         if len(rules) > MAX_KEY_RULES:
             raise LimitExceeded("key_rules", len(rules), MAX_KEY_RULES, where)
-        regions = 0
+        can_repeat = o.max_props is None or o.max_props >= 2
+        memory = can_repeat and not self.profile.allow_duplicate_keys
+        regions: list[tuple[int, int, int | None]] = []
+        lexemes: list[KeyLexeme] = []
         if not base.is_empty():
             for choice in product((True, False), repeat=len(rules)):
                 region = base
@@ -478,18 +544,14 @@ class Emitter:
                 value = and_exprs(exprs)
                 if value == FALSE:
                     continue
-                regions += 1
-                members.append(self.member(self.b.lex(self.string_lexeme(region)), value))
-        can_repeat = o.max_props is None or o.max_props >= 2
-        if regions and can_repeat and not self.profile.allow_duplicate_keys:
-            raise Unsupported(
-                "allow_duplicate_keys",
-                where,
-                "keys admitted by patternProperties/additionalProperties could repeat, and excluding "
-                "repeated undeclared keys needs key memory that the reference does not implement; "
-                "declare the keys, set additionalProperties to false, or use "
-                "JsonProfile(allow_duplicate_keys=True)",
-            )
+                if memory:  # repeated keys excluded exactly: the region remembers its keys
+                    lexeme = KeyLexeme(region, self.profile.unicode_escapes, self.c.limits.automaton_states)
+                    lexemes.append(lexeme)
+                    rest = self.seq_ws(None, self.lit(b":"), None, self.value(value))
+                    size = language_size(region, _COUNT_CAP)
+                    regions.append((self.b.lex(lexeme), rest, None if size == _COUNT_CAP else size))
+                else:
+                    members.append(self.member(self.b.lex(self.string_lexeme(region)), value))
         index = {k: i for i, k in enumerate(keys)}
         node = ObjectNode(
             lbrace=self.seq_ws(self.lit(b"{"), None),
@@ -504,6 +566,8 @@ class Emitter:
             max_props=o.max_props,
             allow_dups=self.profile.allow_duplicate_keys,
             schema_order=self.profile.property_order == "schema",
+            regions=tuple(regions),
+            region_lexemes=tuple(lexemes),
         )
         return self.b.add(node)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from ._ir import CALL, Lex, Network
+from ._ir import CALL, Lex, Network, receives
 from ._lexeme import ByteDFA
 from .errors import LimitExceeded
 
@@ -81,6 +81,8 @@ class Parser:
         self._actions: dict[tuple[int, Hashable], tuple[Any, ...]] = {}
         self._enter: dict[int, Hashable] = {}
         self._initial: State | None = None
+        # nodes handed the final state of the lexemes they call (``_ir``: ``receive``)
+        self._receivers = frozenset(i for i, n in enumerate(network.nodes) if receives(n))
 
     # -- network access with memo tables ----------------------------------------------------------
     def _node_actions(self, node_id: int, local: Hashable) -> tuple[Any, ...]:
@@ -102,8 +104,20 @@ class Parser:
         return self._enter[node_id]
 
     def _is_tail(self, node_id: int, local: Hashable) -> bool:
+        if node_id in self._receivers:
+            return False
         acts = self._node_actions(node_id, local)
         return len(acts) == 1 and acts[0][0] != CALL
+
+    def _pop(self, stack: Stack) -> Stack:
+        """``stack`` without its top lexeme frame, which has just reached a final state; a receiving
+        caller resumes at the local its ``receive`` gives for that final state (``_ir``)."""
+        base = stack[:-1]
+        if base and base[-1][0] in self._receivers:
+            node_id, local = base[-1]
+            node = self.network.nodes[node_id]
+            return base[:-1] + ((node_id, node.receive(local, stack[-1][1])),)  # type: ignore[union-attr]
+        return base
 
     # -- closure and step -------------------------------------------------------------------------
     def _closure(self, pending: list[Stack], out: set[Stack]) -> bool:
@@ -127,13 +141,13 @@ class Parser:
                 if len(out) > self.max_stacks:
                     raise LimitExceeded("parser_stacks", len(out), self.max_stacks)
                 if node.lexeme.is_final(local):
-                    pending.append(stack[:-1])
+                    pending.append(self._pop(stack))
                 continue
             base = stack[:-1]
             for act in self._node_actions(node_id, local):
                 if act[0] == CALL:
                     child, resume = act[1], act[2]
-                    child_frame = (child, self._entry(child))
+                    child_frame = (child, act[3] if len(act) > 3 else self._entry(child))
                     if self._is_tail(node_id, resume):
                         pending.append(base + (child_frame,))
                     else:
@@ -169,7 +183,7 @@ class Parser:
             if _can_continue(lexeme, nxt):
                 kept.add(new)
             if lexeme.is_final(nxt):
-                pending.append(stack[:-1])
+                pending.append(self._pop(new))
         accepting = self._closure(pending, kept) if pending else False
         if not kept and not accepting:
             return None

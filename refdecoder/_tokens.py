@@ -27,6 +27,10 @@ faster path below is checked against it by property tests (``tests/test_masks.py
    * *uncertain*: the DFA dies after having passed a final state. Only these are walked with the
      parser (the trie walk of 1, restricted to their subtrees and ancestors).
 
+   A lexeme that reads exactly what a ByteDFA reads from some state (the key lexemes of
+   ``_keymemory``, whose state also records the text) says so with ``dfa_view(state) -> (dfa, q)``
+   and shares that DFA's tables.
+
    ``mask(s)`` is the OR of the accepted sets of all distinct tops, plus the uncertain tokens the
    restricted walk finds alive. Tables are keyed by ``(lexeme.key, q)``, so grammars compiled for the
    same vocabulary share them (a JSON string body is one table for every schema).
@@ -625,9 +629,16 @@ class TokenGrammar:
         out: list[tuple[ByteDFA, int]] = []
         for node_id, local in seen:
             node = nodes[node_id]
-            if not isinstance(node, Lex) or not isinstance(node.lexeme, ByteDFA):
+            if not isinstance(node, Lex):
                 return None
-            out.append((node.lexeme, local))
+            if isinstance(node.lexeme, ByteDFA):
+                out.append((node.lexeme, local))
+                continue
+            view = getattr(node.lexeme, "dfa_view", None)  # a lexeme that runs a ByteDFA inside
+            top = view(local) if view is not None else None
+            if top is None:
+                return None
+            out.append(top)
         return out
 
     def _walk(self, root_sid: int, intervals: list[tuple[int, int]] | None) -> list[int]:
