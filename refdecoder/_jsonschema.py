@@ -89,7 +89,9 @@ JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer
 @dataclass(frozen=True)
 class ObjectShape:
     """Objects: ``named`` keys with their full effective schema; other keys get the ``and`` of every
-    rule whose key language matches them (no rule matching: unconstrained)."""
+    rule whose key language matches them (no rule matching: unconstrained). Each ``exists`` entry
+    ``(L, e)`` asks for at least one member whose key is in ``L`` and whose value is in ``e`` — the
+    dual of a rule, so that complements of rules stay object shapes (``_complement_object``)."""
 
     named: tuple[tuple[str, Expr], ...] = ()
     rules: tuple[tuple[CodepointDFA, Expr], ...] = ()
@@ -98,6 +100,7 @@ class ObjectShape:
     max_props: int | None = None
     key_lang: CodepointDFA | None = None  # propertyNames (None: any string)
     dependent_required: tuple[tuple[str, frozenset[str]], ...] = ()
+    exists: tuple[tuple[CodepointDFA, Expr], ...] = ()
 
     def named_dict(self) -> dict[str, Expr]:
         return dict(self.named)
@@ -534,6 +537,7 @@ class Compiler:
             max_props=_min_opt(p.max_props, q.max_props),
             key_lang=key_lang,
             dependent_required=tuple(sorted(deps.items())),
+            exists=tuple(dict.fromkeys(p.exists + q.exists)),
         )
 
     def and_array(self, p: ArrayShape, q: ArrayShape) -> ArrayShape | None:
@@ -612,20 +616,28 @@ class Compiler:
         return self._cap(tuple(out or ()), "objects")
 
     def _complement_object(self, o: ObjectShape, where: str) -> list[ObjectShape]:
-        """¬O as a union of object shapes, when O constrains only declared keys and counts."""
-        if o.key_lang is not None or o.dependent_required or any(e != TRUE for _, e in o.rules):
-            raise Unsupported(
-                "not",
-                where,
-                "complement of an object schema constraining undeclared keys "
-                "(patternProperties, additionalProperties, propertyNames, dependentRequired)",
-            )
+        """¬O as a union of object shapes: an object is outside O iff it misses a required key, has a
+        declared key with a value outside its schema, an undeclared key whose value breaks a rule
+        (an ``exists`` entry), a key outside ``propertyNames``, a dependency unmet, too few or too
+        many members, or no member meeting one of O's ``exists`` entries (a rule)."""
         out: list[ObjectShape] = []
+        named = o.named_dict()
+        declared = CodepointDFA.literals(sorted(named)) if named else None
         for r in sorted(o.required):
             out.append(ObjectShape(named=((r, FALSE),)))
         for k, e in o.named:
             if e != TRUE:
                 out.append(ObjectShape(named=((k, not_expr(e)),), required=frozenset({k})))
+        for lang, e in o.rules:
+            region = lang if declared is None else lang.difference(declared)
+            if e != TRUE and not region.is_empty():
+                out.append(ObjectShape(exists=((region, not_expr(e)),)))
+        if o.key_lang is not None and not o.key_lang.is_universal():
+            out.append(ObjectShape(exists=((o.key_lang.complement(), TRUE),)))
+        for t, d in o.dependent_required:
+            out.extend(ObjectShape(named=((x, FALSE),), required=frozenset({t})) for x in sorted(d))
+        for lang, e in o.exists:
+            out.append(ObjectShape(rules=((lang, not_expr(e)),)))
         if o.min_props > 0:
             out.append(ObjectShape(max_props=o.min_props - 1))
         if o.max_props is not None:

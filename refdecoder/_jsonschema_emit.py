@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from itertools import product
+from itertools import combinations, product
 from typing import Any
 
 from ._fsa import CodepointDFA
@@ -44,6 +44,7 @@ def _any_number_dfa() -> ByteDFA:
 
 WS_BYTES = b" \t\n\r"
 MAX_KEY_RULES = 8
+MAX_EXISTS_PER_KEY = 4  # ``exists`` entries one key may meet at once (2**4 member variants)
 # A region with this many keys or more is as good as infinite: no input writes that many.
 _COUNT_CAP = 1 << 62
 
@@ -51,6 +52,10 @@ _COUNT_CAP = 1 << 62
 # ---------------------------------------------------------------------------------------------
 # Objects
 # ---------------------------------------------------------------------------------------------
+Lefts = tuple[int | None, ...]  # per key region: keys it can still add (None: unboundedly many)
+Option = tuple[int, frozenset[int]]  # a member's node and the ``exists`` entries it meets
+
+
 @dataclass(frozen=True, eq=False)
 class ObjectNode:
     lbrace: int  # "{" ws
@@ -69,21 +74,29 @@ class ObjectNode:
     # the region has: None = infinitely many), used when repeated undeclared keys are excluded
     regions: tuple[tuple[int, int, int | None], ...] = ()
     region_lexemes: tuple[KeyLexeme, ...] = ()  # the KeyLexeme of each region's key node
+    # ``exists`` entries (ObjectShape.exists): how many, and the members that meet some of them —
+    # (member index, node, entries met) and, for regions with memory, (region, value node, entries met)
+    n_exists: int = 0
+    member_variants: tuple[tuple[int, int, frozenset[int]], ...] = ()
+    region_variants: tuple[tuple[int, int, frozenset[int]], ...] = ()
     live: frozenset[int] | None = None  # productive members (set by ``prune``)
     live_regions: frozenset[int] | None = None  # regions whose value is productive
+    live_variants: frozenset[int] | None = None  # productive member variants
+    live_region_variants: frozenset[int] | None = None  # productive region variants
     _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
 
     # -- static protocol ------------------------------------------------------------------------
     def children(self) -> tuple[int, ...]:
         out = (self.lbrace, self.close_first, self.close_after, self.comma) + self.members
-        return out + tuple(x for key, rest, _ in self.regions for x in (key, rest))
+        out += tuple(x for key, rest, _ in self.regions for x in (key, rest))
+        return out + tuple(v[1] for v in self.member_variants + self.region_variants)
 
     def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
         return False
 
     def productive(self, is_productive: Callable[[int], bool]) -> bool:
         probe = self.prune(is_productive)
-        return probe._completable(frozenset(), 0, -1, probe._spare(self._no_keys()))
+        return probe._completable(frozenset(), 0, -1, probe._lefts(self._no_keys()), frozenset())
 
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbrace,)
@@ -93,27 +106,63 @@ class ObjectNode:
             self,
             live=frozenset(i for i, m in enumerate(self.members) if is_productive(m)),
             live_regions=frozenset(r for r, (_, rest, _) in enumerate(self.regions) if is_productive(rest)),
+            live_variants=frozenset(
+                v for v, (i, node, _) in enumerate(self.member_variants) if is_productive(node)
+            ),
+            live_region_variants=frozenset(
+                v for v, (r, node, _) in enumerate(self.region_variants) if is_productive(node)
+            ),
             _memo={},
         )
 
-    # -- dynamics -------------------------------------------------------------------------------
+    @property
+    def receives(self) -> bool:
+        """Only an object with key regions is handed its keys (``_ir``: ``receive``)."""
+        return bool(self.regions)
+
+    # -- the options of a move ------------------------------------------------------------------
     def enter(self) -> Hashable:
         return ("open",)
+
+    def _member_options(self, i: int) -> list[Option]:
+        """Member ``i`` plain, and its variants that meet ``exists`` entries (productive ones)."""
+        assert self.live_variants is not None
+        out: list[Option] = [(self.members[i], frozenset())]
+        out.extend(
+            (node, marks)
+            for v, (j, node, marks) in enumerate(self.member_variants)
+            if j == i and v in self.live_variants
+        )
+        return out
+
+    def _region_options(self, r: int) -> list[Option]:
+        """Region ``r``'s value plain, and its variants that meet ``exists`` entries."""
+        assert self.live_region_variants is not None
+        out: list[Option] = [(self.regions[r][1], frozenset())]
+        out.extend(
+            (node, marks)
+            for v, (j, node, marks) in enumerate(self.region_variants)
+            if j == r and v in self.live_region_variants
+        )
+        return out
 
     def _no_keys(self) -> tuple[frozenset[str], ...]:
         return tuple(frozenset() for _ in self.regions)
 
-    def _left(self, r: int, keys: tuple[frozenset[str], ...]) -> int | None:
-        """Keys region ``r`` can still add (None: unboundedly many)."""
-        size = self.regions[r][2]
-        return None if size is None else size - len(keys[r])
+    def _lefts(self, keys: tuple[frozenset[str], ...]) -> Lefts:
+        """Keys each region can still add, saturated where more could never matter."""
+        cap = self.min_props + self.n_exists + 1
+        return tuple(
+            None if size is None else min(size - len(keys[r]), cap)
+            for r, (_, _, size) in enumerate(self.regions)
+        )
 
-    def _spare(self, keys: tuple[frozenset[str], ...]) -> int | None:
-        """Undeclared keys the regions can still add, saturated at ``min_props`` (None: unbounded)."""
+    def _spare(self, lefts: Lefts) -> int | None:
+        """Undeclared keys the live regions can still add, saturated at ``min_props``."""
         assert self.live_regions is not None
         total = 0
         for r in self.live_regions:
-            left = self._left(r, keys)
+            left = lefts[r]
             if left is None:
                 return None
             total += left
@@ -149,29 +198,33 @@ class ObjectNode:
             n2 = min(n2, max(self.min_props, 0))
         return seen2, n2, pos2
 
-    def _can_close(self, seen: frozenset[int], n: int, spare: int | None = 0) -> bool:
-        """Closable now, or (``spare``) after adding up to that many undeclared keys."""
+    # -- completability -------------------------------------------------------------------------
+    def _can_close(self, seen: frozenset[int], n: int, hit: frozenset[int]) -> bool:
         return (
-            self._needed(seen) <= seen
-            and (spare is None or n + spare >= self.min_props)
-            and (self.max_props is None or max(n, self.min_props) <= self.max_props)
+            len(hit) == self.n_exists
+            and self._needed(seen) <= seen
+            and n >= self.min_props
+            and (self.max_props is None or n <= self.max_props)
         )
 
-    def _completable(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
-        """Some way to close from here: the keys still needed, then (the regions' keys coming last,
-        as ``property_order="schema"`` requires) up to ``spare`` undeclared keys."""
-        key = (seen, n, pos, spare)
-        hit = self._memo.get(key)
-        if hit is None:
-            hit = self._completable_uncached(seen, n, pos, spare)
-            self._memo[key] = hit
-        return hit
+    def _completable(self, seen: frozenset[int], n: int, pos: int, lefts: Lefts, hit: frozenset[int]) -> bool:
+        """Some sequence of members leads from here to a local that can close."""
+        key = (seen, n, pos, lefts, hit)
+        got = self._memo.get(key)
+        if got is None:
+            if self.deps or len(hit) < self.n_exists:
+                got = self._search(seen, n, pos, lefts, hit)
+            else:
+                got = self._completable_counting(seen, n, pos, self._spare(lefts))
+            self._memo[key] = got
+        return got
 
-    def _completable_uncached(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
+    def _completable_counting(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
+        """Without dependencies or unmet ``exists`` entries, counting decides: the required keys
+        still missing, then (the regions' keys coming last, as ``property_order="schema"`` requires)
+        other declared keys and up to ``spare`` undeclared ones until ``minProperties``."""
         if self.max_props is not None and n > self.max_props:
             return False
-        if self.deps:
-            return self._search(seen, n, pos, spare)
         missing = self.required - seen
         if not all(self._addable(i, seen, pos) for i in missing):
             return False
@@ -193,75 +246,94 @@ class ObjectNode:
         )
         return count + extras + spare >= self.min_props
 
-    def _search(self, seen: frozenset[int], n: int, pos: int, spare: int | None) -> bool:
-        """Exact reachability of a closable local when dependentRequired couples keys (bounded);
-        undeclared keys of the regions take part in no dependency, so they come last (``spare``)."""
-        assert self.live is not None
-        todo = [(seen, n, pos)]
-        visited = {(seen, n, pos)}
-        while todo:
-            s, k, p = todo.pop()
-            if self._can_close(s, k, spare):
-                return True
-            for i in sorted(self.live):
-                if self._addable(i, s, p):
-                    nxt = self._after_add(i, s, k, p)
-                    if (self.max_props is None or nxt[1] <= self.max_props) and nxt not in visited:
-                        visited.add(nxt)
-                        if len(visited) > 100_000:
-                            raise LimitExceeded("object_search_states", len(visited), 100_000)
-                        todo.append(nxt)
-        return False
-
-    def actions(self, local: Any) -> tuple[Action, ...]:
-        phase = local[0]
-        if phase == "open":
-            return ((CALL, self.lbrace, ("first", frozenset(), 0, -1, self._no_keys())),)
-        if phase == "done":
-            return (_RET,)
-        if phase == "value":  # a region's key was read (``receive``): its value next
-            _, seen, n, pos, keys, r = local
-            return ((CALL, self.regions[r][1], ("after", seen, n, pos, keys)),)
-        _, seen, n, pos, keys = local
-        out: list[Action] = []
-        if phase in ("first", "after") and self._can_close(seen, n):
-            out.append((CALL, self.close_first if phase == "first" else self.close_after, ("done",)))
-        adds: list[Action] = []
+    def _moves(
+        self, seen: frozenset[int], n: int, pos: int, lefts: Lefts, hit: frozenset[int]
+    ) -> list[tuple[frozenset[int], int, int, Lefts, frozenset[int]]]:
+        """The abstract locals one member further (any key of a region stands for all of them)."""
         assert self.live is not None and self.live_regions is not None
+        out: list[tuple[frozenset[int], int, int, Lefts, frozenset[int]]] = []
         for i in sorted(self.live):
             if self._addable(i, seen, pos):
                 s2, n2, p2 = self._after_add(i, seen, n, pos)
-                if self._completable(s2, n2, p2, self._spare(keys)):
-                    adds.append((CALL, self.members[i], ("after", s2, n2, p2, keys)))
+                out.extend((s2, n2, p2, lefts, hit | marks) for _, marks in self._member_options(i))
         for r in sorted(self.live_regions):
-            left = self._left(r, keys)
+            left = lefts[r]
+            if left != 0:
+                _, n2, p2 = self._after_add(self.n_named, seen, n, pos)
+                lefts2 = lefts if left is None else lefts[:r] + (left - 1,) + lefts[r + 1 :]
+                out.extend((seen, n2, p2, lefts2, hit | marks) for _, marks in self._region_options(r))
+        return out
+
+    def _search(self, seen: frozenset[int], n: int, pos: int, lefts: Lefts, hit: frozenset[int]) -> bool:
+        """Exact reachability of a closable local (depth first, bounded) when dependentRequired
+        couples keys or ``exists`` entries are still to meet."""
+        start = (seen, n, pos, lefts, hit)
+        todo = [start]
+        visited = {start}
+        while todo:
+            s, k, p, lf, h = todo.pop()
+            if self._can_close(s, k, h):
+                return True
+            for nxt in self._moves(s, k, p, lf, h):
+                if (self.max_props is None or nxt[1] <= self.max_props) and nxt not in visited:
+                    visited.add(nxt)
+                    if len(visited) > 100_000:
+                        raise LimitExceeded("object_search_states", len(visited), 100_000)
+                    todo.append(nxt)
+        return False
+
+    # -- dynamics -------------------------------------------------------------------------------
+    def actions(self, local: Any) -> tuple[Action, ...]:
+        phase = local[0]
+        if phase == "open":
+            return ((CALL, self.lbrace, ("first", frozenset(), 0, -1, self._no_keys(), frozenset())),)
+        if phase == "done":
+            return (_RET,)
+        if phase == "value":  # a region's key was read (``receive``): its value next
+            _, seen, n, pos, keys, hit, r = local
+            lefts = self._lefts(keys)
+            return tuple(
+                (CALL, node, ("after", seen, n, pos, keys, hit | marks))
+                for node, marks in self._region_options(r)
+                if self._completable(seen, n, pos, lefts, hit | marks)
+            )
+        _, seen, n, pos, keys, hit = local
+        out: list[Action] = []
+        if phase in ("first", "after") and self._can_close(seen, n, hit):
+            out.append((CALL, self.close_first if phase == "first" else self.close_after, ("done",)))
+        adds: list[Action] = []
+        assert self.live is not None and self.live_regions is not None
+        lefts = self._lefts(keys)
+        for i in sorted(self.live):
+            if self._addable(i, seen, pos):
+                s2, n2, p2 = self._after_add(i, seen, n, pos)
+                for node, marks in self._member_options(i):
+                    if self._completable(s2, n2, p2, lefts, hit | marks):
+                        adds.append((CALL, node, ("after", s2, n2, p2, keys, hit | marks)))
+        for r in sorted(self.live_regions):
+            left = lefts[r]
             if left == 0:
                 continue
             _, n2, p2 = self._after_add(self.n_named, seen, n, pos)
-            spare = self._spare(keys)
-            if self._completable(seen, n2, p2, None if spare is None else max(spare - 1, 0)):
+            lefts2 = lefts if left is None else lefts[:r] + (left - 1,) + lefts[r + 1 :]
+            if any(self._completable(seen, n2, p2, lefts2, hit | m) for _, m in self._region_options(r)):
                 entry = self.region_lexemes[r].entry(keys[r])
-                adds.append((CALL, self.regions[r][0], ("key", seen, n, pos, keys, r), entry))
+                adds.append((CALL, self.regions[r][0], ("key", seen, n, pos, keys, hit, r), entry))
         if phase in ("first", "next"):
             out.extend(adds)
         elif adds:
-            out.append((CALL, self.comma, ("next", seen, n, pos, keys)))
+            out.append((CALL, self.comma, ("next", seen, n, pos, keys, hit)))
         return tuple(out)
 
     def receive(self, local: Any, state: Hashable) -> Hashable:
         """A region's key has been read (``_ir``: ``receive``): remember it, then read its value."""
         if local[0] != "key":
             return local
-        _, seen, n, pos, keys, r = local
+        _, seen, n, pos, keys, hit, r = local
         name = KeyLexeme.name(state)
         _, n2, p2 = self._after_add(self.n_named, seen, n, pos)
         keys2 = keys[:r] + (keys[r] | {name},) + keys[r + 1 :]
-        return ("value", seen, n2, p2, keys2, r)
-
-    @property
-    def receives(self) -> bool:
-        """Only an object with key regions is handed its keys (``_ir``: ``receive``)."""
-        return bool(self.regions)
+        return ("value", seen, n2, p2, keys2, hit, r)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,45 +585,57 @@ class Emitter:
                 keys.append(k)
         if len(keys) > self.c.limits.object_properties:
             raise LimitExceeded("object_properties", len(keys), self.c.limits.object_properties, where)
+        exists = list(o.exists)
         members: list[int] = []
+        member_variants: list[tuple[int, int, frozenset[int]]] = []
         for k in keys:
             if not o.key_allowed(k) or named[k] == FALSE:
                 members.append(self.b.alt([]))  # this key cannot appear: an unproductive member
                 continue
             key_lex = self.b.lex(self.string_lexeme(CodepointDFA.literal(k)))
             members.append(self.member(key_lex, named[k]))
-        # Keys not declared: partition by which rules match them.
+            met = [x for x, (lang, _) in enumerate(exists) if lang.accepts(k)]
+            for marks, value in self._variants(named[k], met, exists, where):
+                member_variants.append((len(members) - 1, self.member(key_lex, value), marks))
+        # Keys not declared: partition by which rules and ``exists`` entries match them.
         base = CodepointDFA.any_string() if o.key_lang is None else o.key_lang
         if keys:
             base = base.difference(CodepointDFA.literals(keys))
         rules = list(o.rules)
-        if len(rules) > MAX_KEY_RULES:
-            raise LimitExceeded("key_rules", len(rules), MAX_KEY_RULES, where)
+        langs = [lang for lang, _ in rules] + [lang for lang, _ in exists]
+        if len(langs) > MAX_KEY_RULES:
+            raise LimitExceeded("key_rules", len(langs), MAX_KEY_RULES, where)
         can_repeat = o.max_props is None or o.max_props >= 2
         memory = can_repeat and not self.profile.allow_duplicate_keys
         regions: list[tuple[int, int, int | None]] = []
+        region_variants: list[tuple[int, int, frozenset[int]]] = []
         lexemes: list[KeyLexeme] = []
         if not base.is_empty():
-            for choice in product((True, False), repeat=len(rules)):
+            for choice in product((True, False), repeat=len(langs)):
                 region = base
-                exprs = []
-                for (lang, e), inside in zip(rules, choice):
+                for lang, inside in zip(langs, choice):
                     region = region.intersection(lang) if inside else region.difference(lang)
-                    if inside:
-                        exprs.append(e)
                 if region.is_empty():
                     continue
-                value = and_exprs(exprs)
+                value = and_exprs(e for (_, e), inside in zip(rules, choice) if inside)
                 if value == FALSE:
                     continue
+                met = [x for x, inside in enumerate(choice[len(rules) :]) if inside]
+                variants = self._variants(value, met, exists, where)
                 if memory:  # repeated keys excluded exactly: the region remembers its keys
                     lexeme = KeyLexeme(region, self.profile.unicode_escapes, self.c.limits.automaton_states)
                     lexemes.append(lexeme)
-                    rest = self.seq_ws(None, self.lit(b":"), None, self.value(value))
                     size = language_size(region, _COUNT_CAP)
-                    regions.append((self.b.lex(lexeme), rest, None if size == _COUNT_CAP else size))
+                    regions.append(
+                        (self.b.lex(lexeme), self.rest(value), None if size == _COUNT_CAP else size)
+                    )
+                    region_variants.extend((len(regions) - 1, self.rest(v), marks) for marks, v in variants)
                 else:
-                    members.append(self.member(self.b.lex(self.string_lexeme(region)), value))
+                    key_lex = self.b.lex(self.string_lexeme(region))
+                    members.append(self.member(key_lex, value))
+                    member_variants.extend(
+                        (len(members) - 1, self.member(key_lex, v), marks) for marks, v in variants
+                    )
         index = {k: i for i, k in enumerate(keys)}
         node = ObjectNode(
             lbrace=self.seq_ws(self.lit(b"{"), None),
@@ -568,8 +652,30 @@ class Emitter:
             schema_order=self.profile.property_order == "schema",
             regions=tuple(regions),
             region_lexemes=tuple(lexemes),
+            n_exists=len(exists),
+            member_variants=tuple(member_variants),
+            region_variants=tuple(region_variants),
         )
         return self.b.add(node)
+
+    def _variants(
+        self, value: Expr, met: list[int], exists: list[tuple[CodepointDFA, Expr]], where: str
+    ) -> list[tuple[frozenset[int], Expr]]:
+        """The values of a member that meet each nonempty subset of the ``exists`` entries its key
+        matches (``met``), each marked with that subset; impossible ones (FALSE) dropped."""
+        if len(met) > MAX_EXISTS_PER_KEY:
+            raise LimitExceeded("object_exists_per_key", len(met), MAX_EXISTS_PER_KEY, where)
+        out = []
+        for size in range(1, len(met) + 1):
+            for subset in combinations(met, size):
+                v = and_exprs([value, *(exists[x][1] for x in subset)])
+                if v != FALSE:
+                    out.append((frozenset(subset), v))
+        return out
+
+    def rest(self, value: Expr) -> int:
+        """What follows a key of a region with memory: ``ws : ws value``."""
+        return self.seq_ws(None, self.lit(b":"), None, self.value(value))
 
     def member(self, key_lex: int, value: Expr) -> int:
         return self.seq_ws(key_lex, None, self.lit(b":"), None, self.value(value))
