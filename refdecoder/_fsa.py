@@ -77,8 +77,9 @@ __all__ = [
 MAX_STATES = Limits().dfa_states
 #: Bound on byte-level automata (a code point state expands to up to ~25 byte states in JSON).
 MAX_BYTE_STATES = 200_000
-#: Bound on intermediate ε-NFAs (Thompson constructions, byte expansions).
-MAX_NFA_STATES = 1_000_000
+#: The default of ``Limits.nfa_states``: the bound on intermediate ε-NFAs (Thompson constructions,
+#: byte expansions) when no compilation is running.
+MAX_NFA_STATES = Limits().nfa_states
 
 Edge = tuple[int, int, int]  # (lo, hi, target): closed interval of symbols
 Row = tuple[Edge, ...]
@@ -111,10 +112,10 @@ class _NFA:
 
     __slots__ = ("edges", "eps", "max_states")
 
-    def __init__(self, max_states: int = MAX_NFA_STATES) -> None:
+    def __init__(self, max_states: int | None = None) -> None:
         self.edges: list[list[Edge]] = []
         self.eps: list[list[int]] = []
-        self.max_states = max_states
+        self.max_states = current_limits().nfa_states if max_states is None else max_states
 
     def state(self) -> int:
         if len(self.edges) >= self.max_states:
@@ -533,6 +534,7 @@ class CodepointDFA:
     @classmethod
     def from_strings(cls, strings: Iterable[str]) -> CodepointDFA:
         """The finite language of ``strings`` (a trie, then canonicalized)."""
+        bound = current_limits().nfa_states
         rows: list[dict[int, int]] = [{}]
         finals: set[int] = set()
         for s in strings:
@@ -546,8 +548,8 @@ class CodepointDFA:
                 nxt = rows[cur].get(c)
                 if nxt is None:
                     nxt = rows[cur][c] = len(rows)
-                    if nxt >= MAX_NFA_STATES:
-                        raise LimitExceeded("nfa_states", nxt + 1, MAX_NFA_STATES, "a trie of strings")
+                    if nxt >= bound:
+                        raise LimitExceeded("nfa_states", nxt + 1, bound, "a trie of strings")
                     rows.append({})
                 cur = nxt
             if ok:

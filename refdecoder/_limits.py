@@ -45,6 +45,9 @@ class Limits:
       byte automaton would be larger is read lazily over its code point automaton instead).
     * ``dfa_states``: states of one code point automaton (a pattern, a ``format``, a string language
       built by intersection, union, complement or repetition), checked as each construction runs.
+    * ``nfa_states``: states of one ε-NFA built on the way to such an automaton (concatenation,
+      repetition, a trie of enum strings); a regex's own Thompson automaton may use a fifth of it and
+      its anchor-phase product two fifths (``_regex``).
     * ``parser_stacks``: simultaneous parser stacks (ambiguity) at one byte.
     * ``compile_seconds``: wall-clock time of one compilation.
     * ``object_properties``: properties one object schema names.
@@ -59,6 +62,7 @@ class Limits:
     enum_size: int = 10_000
     automaton_states: int = 50_000
     dfa_states: int = 50_000
+    nfa_states: int = 1_000_000
     parser_stacks: int = 4_096
     compile_seconds: float = 30.0
     object_properties: int = 512

@@ -48,7 +48,7 @@ from refdecoder._cpclasses import (
 from refdecoder._cpset import ALPHABET, CPSet, complement, normalize, union
 from refdecoder._fsa import _NFA, CodepointDFA, _canonical, _determinize, dfa_bound
 from refdecoder._lexeme import ByteDFA
-from refdecoder._limits import check_bound, current_limits
+from refdecoder._limits import Limits, check_bound, current_limits
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
 
 __all__ = ["compile_regex_dfa", "regex_byte_dfa", "MAX_REGEX_NFA_STATES", "Flavor", "Mode"]
@@ -56,8 +56,15 @@ __all__ = ["compile_regex_dfa", "regex_byte_dfa", "MAX_REGEX_NFA_STATES", "Flavo
 Flavor = Literal["python", "ecma"]
 Mode = Literal["fullmatch", "search"]
 
-#: Bound on the Thompson NFA of one pattern (counted repetitions are expanded).
-MAX_REGEX_NFA_STATES = 200_000
+#: The default bound on the Thompson NFA of one pattern (counted repetitions are expanded): a fifth
+#: of ``Limits.nfa_states`` (its anchor-phase product may take two fifths), see :func:`_regex_nfa_bound`.
+MAX_REGEX_NFA_STATES = Limits().nfa_states // 5
+
+
+def _regex_nfa_bound() -> int:
+    """The running compilation's bound on one pattern's Thompson NFA (``Limits.nfa_states`` / 5)."""
+    return current_limits().nfa_states // 5
+
 
 try:  # Python >= 3.11
     _sre_parse: Any = importlib.import_module("re._parser")
@@ -540,7 +547,7 @@ def _as_set(x: int | CPSet) -> CPSet:
 # ---------------------------------------------------------------------------------------------
 class _Thompson:
     def __init__(self) -> None:
-        self.nfa = _NFA(MAX_REGEX_NFA_STATES)
+        self.nfa = _NFA(_regex_nfa_bound())
         self.asserts: dict[int, list[tuple[str, int]]] = {}
 
     def build(self, node: Node) -> tuple[int, int]:
@@ -606,7 +613,7 @@ def _phase_product(
     final: int,
     universal: list[int],
 ) -> tuple[_NFA, int, list[int], list[int]]:
-    out = _NFA(MAX_REGEX_NFA_STATES * 2)
+    out = _NFA(_regex_nfa_bound() * 2)
     ids: dict[tuple[int, int, int], int] = {}
     queue: list[tuple[int, int, int]] = []
 
@@ -670,8 +677,9 @@ def _nfa_size(node: Node) -> int:
 
 def _compile_node(node: Node, mode: Mode, max_states: int) -> CodepointDFA:
     size = _nfa_size(node)
-    if size > MAX_REGEX_NFA_STATES:
-        raise LimitExceeded("nfa_states", size, MAX_REGEX_NFA_STATES)
+    bound = _regex_nfa_bound()
+    if size > bound:
+        raise LimitExceeded("nfa_states", size, bound)
     th = _Thompson()
     s, f = th.build(node)
     nfa = th.nfa

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import refdecoder
 from refdecoder._cpclasses import python_category
 from refdecoder._regex import compile_regex_dfa, regex_byte_dfa
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
@@ -433,3 +434,12 @@ def test_rust_regex_testdata_search_agrees_with_re(capsys):
             f"\nrust-regex testdata: {agree} cases agree with re.search, {refused} refused, {skipped} skipped"
         )
     assert agree >= 300
+
+
+def test_nfa_states_is_a_limit_field() -> None:
+    """The Thompson automaton's bound comes from ``Limits.nfa_states`` (a fifth of it), not a constant."""
+    spec = refdecoder.Regex("a{301}")  # refused first: a pattern's DFA, once built, is cached
+    with pytest.raises(refdecoder.LimitExceeded) as e:
+        refdecoder.compile(spec, refdecoder.Limits(nfa_states=1000))
+    assert e.value.limit == "nfa_states" and e.value.bound == 200
+    assert refdecoder.compile(spec).accepts(b"a" * 301)
