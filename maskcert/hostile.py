@@ -488,7 +488,13 @@ def _schemas() -> Iterable[HostileInput]:
         seconds=1.5,
         limits={"compile_fuel": 10**12, "compile_seconds": 0.5},
     )
-    yield HostileInput("uniqueItems", S, _j({"type": "array", "uniqueItems": True}), UNSUP)
+    yield HostileInput("uniqueItems", S, _j({"type": "array", "uniqueItems": True}), OK)  # value memory
+    yield HostileInput(
+        "uniqueItems-structured-items",
+        S,
+        _j({"type": "array", "items": {"type": "object"}, "uniqueItems": True}),
+        UNSUP,
+    )
     yield HostileInput(
         "format-date-time-minLength-1e5",
         S,
@@ -617,8 +623,13 @@ def _gbnfs() -> Iterable[HostileInput]:
     yield g("gbnf-not-utf8", b'root ::= "\xc3\x28"', FILE)
     yield g("gbnf-empty", b"", INVALID)
     yield g("gbnf-3MB", b'root ::= "a"\n' + b"#" * 3_000_000, FILE)
-    yield g("gbnf-left-recursion", b'root ::= root "a" | "a"', UNSUP)
-    yield g("gbnf-mutual-left-recursion", b'root ::= a\na ::= b "x" | "z"\nb ::= a "y"', UNSUP)
+    # left recursion is rewritten (refdecoder/_gbnf_rewrite.py); a ring whose rewrite would pass the
+    # size bound is refused
+    yield g("gbnf-left-recursion", b'root ::= root "a" | "a"', OK)
+    yield g("gbnf-mutual-left-recursion", b'root ::= a\na ::= b "x" | "z"\nb ::= a "y"', OK)
+    # a ring whose substitution doubles at each rule: refused at the rewrite's size bound
+    ring = "".join(f'r{i} ::= r{(i + 1) % 24} "a" | r{(i + 1) % 24} "b" | "c"\n' for i in range(24))
+    yield g("gbnf-left-recursion-doubling-ring", f"root ::= r0\n{ring}".encode(), UNSUP, seconds=5.0)
     yield g("gbnf-undefined-rule", b"root ::= nowhere", INVALID)
     yield g("gbnf-count-1e11", b'root ::= "a"{0,99999999999}', LIMIT)
     yield g("gbnf-count-5000-digits", b'root ::= "a"{' + b"9" * 5000 + b"}", LIMIT)

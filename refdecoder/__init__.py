@@ -20,7 +20,7 @@ from .errors import (
     Unsupported,
     VocabularyError,
 )
-from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec, State
+from .grammar import GBNF_DIALECTS, Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec, State
 
 __all__ = [
     "Accepted",
@@ -41,6 +41,7 @@ __all__ = [
     "read_spec_text",
     "Choice",
     "Gbnf",
+    "GBNF_DIALECTS",
     "Grammar",
     "JsonProfile",
     "JsonSchema",

@@ -59,7 +59,7 @@ def _compile(spec: Spec, limits: Limits) -> Grammar:
 
         network = compile_regex_network(spec, limits)
     elif isinstance(spec, Gbnf):
-        from ._gbnf import compile_gbnf_network
+        from ._gbnf_compile import compile_gbnf_network
 
         network = compile_gbnf_network(spec, limits)
     elif isinstance(spec, Choice):
@@ -81,8 +81,11 @@ def compile_regex(pattern: str, limits: Limits | None = None) -> Grammar:
     return compile(Regex(pattern), limits)
 
 
-def compile_gbnf(text: str, root: str = "root", limits: Limits | None = None) -> Grammar:
-    return compile(Gbnf(text, root), limits)
+def compile_gbnf(
+    text: str, root: str = "root", limits: Limits | None = None, dialect: str = "llama.cpp"
+) -> Grammar:
+    """A GBNF grammar: llama.cpp's dialect, or ``dialect="xgrammar"`` for xgrammar's EBNF."""
+    return compile(Gbnf(text, root, dialect=dialect), limits)
 
 
 def compile_choice(options: list[str], limits: Limits | None = None) -> Grammar:

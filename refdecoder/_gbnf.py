@@ -9,9 +9,11 @@ Theory of operation
    end of the line; a postfix operator (``* + ? {m} {m,} {m,n}``) applies to the last symbol, a whole
    string literal being one symbol, and operators chain (``x{2}*`` is ``(x{2})*``). Rule names are
    ``[a-zA-Z0-9_-]+`` (``_`` is transformers-cfg's extension). The AST is over code points.
-2. **Check**: the root rule exists, every referenced rule is defined, no rule is defined twice, and no
-   rule is left-recursive (the same analysis as llama.cpp's ``llama_grammar_detect_left_recursion`` and
-   ``_ir.GrammarBuilder.finish``: a rule that reaches itself through calls that may read nothing).
+2. **Check**: the root rule exists, every referenced rule is defined, no rule is defined twice.
+   **Left recursion** (a rule that reaches itself through calls that may read nothing: llama.cpp's
+   ``llama_grammar_detect_left_recursion``, which refuses it) is rewritten away with the language kept
+   exactly (``_gbnf_rewrite``: Paull's algorithm with ε-separation), or refused there when the rewrite
+   would be too large; ``_check_left_recursion`` then checks that none is left.
 3. **Regular merging.** A sub-expression without references to recursive rules denotes a regular language;
    it is compiled to *one* minimal :class:`ByteDFA` (Thompson NFA over the parts' DFAs, subset
    construction, Moore minimization in ``ByteDFA.build``) as long as the subset construction stays under
@@ -20,6 +22,14 @@ Theory of operation
    recursive, becomes ``Seq`` / ``Alt`` / ``Repeat`` nodes (``Repeat`` counts natively, so ``x{0,100000}``
    costs one node, never an expansion).
 
+Dialects (``Gbnf.dialect``): ``"llama.cpp"`` (the default, above) and ``"xgrammar"`` (:class:`_XgReader`,
+mirroring xgrammar 0.2.9's ``cpp/grammar_parser.cc``: token-based layout, C escapes, ``( )`` and ``""`` as
+the empty string, one postfix operator per element, ``[^]`` any character, ``[z-a]`` an error) compile
+to the same AST. xgrammar's lookahead assertions (``rule ::= body (= sequence)``) are decided by a
+follow analysis (:class:`_LookaheadProof`): accepted where the grammar already implies them (the language
+is then the one without them), else ``Unsupported("lookahead", rule, why)``; its macros (``Regex``,
+``TagDispatch``, ``Token``, ...) and rule options (``name[max_tokens=..] ::=``) are refused.
+
 Semantics: the language is over Unicode scalar values written as UTF-8. ``.`` is any scalar value; a
 negated class ``[^...]`` is every scalar value not listed; a class range ``[a-b]`` with ``a > b`` is empty
 (as llama.cpp compares ``a <= c <= b``); ranges are clipped to scalar values (surrogates excluded).
@@ -27,26 +37,29 @@ negated class ``[^...]`` is every scalar value not listed; a class range ``[a-b]
 Refused (never approximated): ``[]`` / ``[^]`` (llama.cpp reads them as *no symbol at all*),
 ``{m,n}`` with ``n < m`` (llama.cpp silently reads ``{m}``), a rule defined twice (llama.cpp silently keeps
 the last), a single code point that is a surrogate or beyond U+10FFFF in a literal or class, token
-terminals (``<...>``, ``!<...>``), NUL characters, and left recursion.
+terminals (``<...>``, ``!<...>``), NUL characters, and left recursion whose rewrite would exceed
+``_gbnf_rewrite.REWRITE_SYMBOLS``.
 
-Accepted where llama.cpp refuses: ``x*`` / ``x+`` / ``x{m,}`` with a nullable ``x`` (e.g. ``("a"?)*``).
+Accepted where llama.cpp refuses: left recursion (above), and ``x*`` / ``x+`` / ``x{m,}`` with a
+nullable ``x`` (e.g. ``("a"?)*``).
 llama.cpp rewrites ``x*`` to ``x' ::= x x' | ε``, which is left-recursive when ``x`` is nullable; the
 language is still well defined and the ``Repeat`` node decides it exactly.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from . import _cpset
 from ._ir import Alt, GrammarBuilder, Lex, Network, Seq, find_cycle
 from ._lexeme import ByteDFA, utf8_sequences
 from .errors import LimitExceeded, SpecError, Unsupported
-from .grammar import Deadline, Gbnf, Limits
+from .grammar import Deadline, Limits
 
 __all__ = [
-    "compile_gbnf_network",
     "parse_gbnf",
     "GbnfRule",
     "Chars",
@@ -426,17 +439,336 @@ class _Reader:
         return self.parse_space(pos + 1, nested), lo, hi
 
 
-def parse_gbnf(text: str, limits: Limits | None = None) -> dict[str, GbnfRule]:
+# -- xgrammar's dialect (mirrors xgrammar 0.2.9 cpp/grammar_parser.cc) -----------------------------------
+
+_XG_ESCAPES = {
+    "'": 0x27, '"': 0x22, "?": 0x3F, "\\": 0x5C, "/": 0x2F, "a": 0x07, "b": 0x08, "f": 0x0C,
+    "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B, "0": 0x00, "e": 0x1B,
+}  # fmt: skip
+_XG_CLASS_ESCAPES = {c: ord(c) for c in "^$\\.*+?()[]{}|/-"}  # EBNFLexer::ParseCharClassToken
+_XG_MACROS = ("TagDispatch", "Token", "ExcludeToken", "TokenTagDispatch", "Regex", "Substring")
+_POSTFIX: dict[str, tuple[int, int | None]] = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+
+
+@dataclass(frozen=True)
+class _XgToken:
+    kind: str  # "name", "rule", "bool", "int", "str", "class", "eof", or the punctuation ("(=", "::=", ...)
+    value: Any  # str (names), int, tuple of code points (strings), Chars (classes), None
+    pos: int
+
+
+class _XgReader:
+    """xgrammar's EBNF (``EBNFLexer`` / ``EBNFParser``): a token stream in which whitespace and newlines
+    are insignificant except that a rule name must start its line; names are ``[a-zA-Z_.-][a-zA-Z0-9_.-]*``;
+    ``""`` and ``( )`` are the empty string; C escapes (``\\0 \\a \\b \\e \\f \\v \\' \\? \\/``, ``\\x`` with
+    any number of hex digits); classes may escape ``^ $ \\ . * + ? ( ) [ ] { } | / -``, ``[^]`` is any
+    character, ``[z-a]`` is an error; one postfix operator per element (``*``, ``+``, ``?``, ``{m}``,
+    ``{m,}``, ``{m,n}``, ``{m,-1}``); a rule may end with a lookahead assertion ``(= sequence)``
+    (``lookaheads``). Macros (``Regex(...)``, ``TagDispatch(...)``, ``Token(...)``, ...) and rule
+    options (``name[max_tokens=..] ::=``) are refused: they are token- or engine-level features."""
+
+    def __init__(self, text: str, limits: Limits) -> None:
+        self.base = _Reader(text, limits)  # positions, errors, limits
+        self.text = text
+        self.limits = limits
+        self.rules: dict[str, GbnfRule] = {}
+        self.refs: list[tuple[Ref, str]] = []
+        self.lookaheads: dict[str, Expr] = {}
+        self.tokens: list[_XgToken] = []
+        self.i = 0
+
+    def error(self, what: str, pos: int, expected: str) -> SpecError:
+        return self.base.error(what, pos, expected)
+
+    # -- lexer
+    def tokenize(self) -> None:
+        text, n = self.text, len(self.text)
+        pos = 0
+        while True:
+            while pos < n and text[pos] in " \t\r\n#":
+                if text[pos] == "#":
+                    while pos < n and text[pos] not in "\r\n":
+                        pos += 1
+                else:
+                    pos += 1
+            if pos >= n:
+                self.tokens.append(_XgToken("eof", None, pos))
+                break
+            c = text[pos]
+            if text.startswith("(=", pos):
+                self.tokens.append(_XgToken("(=", None, pos))
+                pos += 2
+            elif text.startswith("::=", pos):
+                self.tokens.append(_XgToken("::=", None, pos))
+                pos += 3
+            elif c in "(){}|,*+?=":
+                self.tokens.append(_XgToken(c, None, pos))
+                pos += 1
+            elif c == '"':
+                pos = self.string(pos)
+            elif c == "[":
+                pos = self.char_class(pos)
+            elif c == "_" or c == "-" or c == "." or c.isascii() and c.isalpha():
+                end = pos + 1
+                while end < n and (text[end] in "_-." or text[end].isascii() and text[end].isalnum()):
+                    end += 1
+                if text[end : end + 1] == "[" and re.match(r"\[[^\]\r\n]*\][ \t]*::=", text[end:]):
+                    raise Unsupported(
+                        "xgrammar-rule-option",
+                        text[pos:end],
+                        f"rule options at {self.base.at(end)} (max_tokens, max_chars, capture, lazy, "
+                        "temperature, ...) are token- or engine-level; the reference decides languages",
+                    )
+                word = text[pos:end]
+                self.tokens.append(_XgToken("bool" if word in ("true", "false") else "name", word, pos))
+                pos = end
+            elif "0" <= c <= "9":
+                end = pos
+                while end < n and "0" <= text[end] <= "9":
+                    end += 1
+                # xgrammar reads up to 1e15 and casts counts to int32 (larger ones wrap); the reference
+                # takes counts up to the llama.cpp dialect's bound
+                if end - pos > 18 or int(text[pos:end]) > _MAX_REPEAT_COUNT:
+                    raise LimitExceeded(
+                        "repetition_count", text[pos:end], _MAX_REPEAT_COUNT, self.base.at(pos)
+                    )
+                self.tokens.append(_XgToken("int", int(text[pos:end]), pos))
+                pos = end
+            else:
+                raise self.error("unexpected character", pos, "a rule, symbol or operator")
+        for k, t in enumerate(self.tokens):  # ConvertIdentifierToRuleName
+            if t.kind == "::=":
+                prev = self.tokens[k - 1] if k else None
+                if prev is None or prev.kind != "name":
+                    raise self.error("'::=' not after a rule name", t.pos, "'name ::= ...'")
+                if k >= 2 and self.base.where(self.tokens[k - 2].pos)[0] == self.base.where(prev.pos)[0]:
+                    raise self.error("a rule name must start its line", prev.pos, "a newline before it")
+                self.tokens[k - 1] = _XgToken("rule", prev.value, prev.pos)
+
+    def escaped(self, pos: int, extra: dict[str, int]) -> tuple[int, int]:
+        """One code point, UTF-8 or escaped (ParseNextUTF8OrEscaped) -> (code point, next position)."""
+        text = self.text
+        if text[pos] != "\\":
+            return ord(text[pos]), pos + 1
+        e = text[pos + 1 : pos + 2]
+        if e in extra:
+            return extra[e], pos + 2
+        if e in _XG_ESCAPES:
+            return _XG_ESCAPES[e], pos + 2
+        if e == "x":
+            end = pos + 2
+            while end < len(text) and text[end] in "0123456789abcdefABCDEF":
+                end += 1
+            if end == pos + 2:
+                raise self.error("expecting hex digits after \\x", pos, "\\x and hex digits")
+            if end - pos - 2 > 8:
+                return MAX_CODE_POINT + 1, end  # refused by scalar()
+            return int(text[pos + 2 : end], 16), end
+        if e in ("u", "U"):
+            size = 4 if e == "u" else 8
+            digits = text[pos + 2 : pos + 2 + size]
+            if len(digits) != size or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise self.error(
+                    f"expecting {size} hex digits after \\{e}", pos, f"\\{e} and {size} hex digits"
+                )
+            return int(digits, 16), pos + 2 + size
+        raise self.error("invalid escape sequence", pos, "an escape xgrammar knows (its EBNF docs)")
+
+    def string(self, pos: int) -> int:
+        start = pos
+        pos += 1
+        cps: list[int] = []
+        while pos < len(self.text) and self.text[pos] not in '"\r\n':
+            cp_pos = pos
+            cp, pos = self.escaped(pos, {})
+            cps.append(self.base.scalar(cp, cp_pos))
+        if self.text[pos : pos + 1] != '"':
+            raise self.error("unterminated string literal", start, "a closing '\"' on the same line")
+        self.tokens.append(_XgToken("str", tuple(cps), start))
+        return pos + 1
+
+    def char_class(self, pos: int) -> int:
+        start = pos
+        pos += 1
+        negated = self.text[pos : pos + 1] == "^"
+        if negated:
+            pos += 1
+        items: list[int | None] = []  # code points; None for an unescaped dash
+        while pos < len(self.text) and self.text[pos] != "]":
+            c = self.text[pos]
+            if c in "\r\n":
+                raise self.error("newline in a character class", pos, "'\\n' instead")
+            if c == "-":
+                items.append(None)
+                pos += 1
+            elif c == "\\" and self.text[pos + 1 : pos + 2] in ("d", "D", "s", "S", "w", "W"):
+                raise self.error("class escape", pos, "explicit ranges (xgrammar refuses \\d \\s \\w)")
+            else:
+                cp_pos = pos
+                cp, pos = self.escaped(pos, _XG_CLASS_ESCAPES)
+                items.append(self.base.scalar(cp, cp_pos))
+        if pos >= len(self.text):
+            raise self.error("unterminated character class", start, "a closing ']'")
+        ranges: list[tuple[int, int]] = []
+        k = 0
+        while k < len(items):  # EBNFParser::ParseCharClass
+            lo = items[k]
+            lo_cp = 0x2D if lo is None else lo
+            if k + 2 < len(items) and items[k + 1] is None:
+                hi = items[k + 2]
+                hi_cp = 0x2D if hi is None else hi
+                if lo_cp > hi_cp:
+                    raise self.error(
+                        "class range with lower bound above upper bound", start, "'[a-z]' with a <= z"
+                    )
+                ranges.append((lo_cp, hi_cp))
+                k += 3
+            else:
+                ranges.append((lo_cp, lo_cp))
+                k += 1
+        self.tokens.append(_XgToken("class", Chars(tuple(ranges), negated), start))
+        return pos + 1
+
+    # -- parser
+    def peek(self, delta: int = 0) -> _XgToken:
+        return self.tokens[min(self.i + delta, len(self.tokens) - 1)]
+
+    def expect(self, kind: str, expected: str) -> _XgToken:
+        t = self.peek()
+        if t.kind != kind:
+            raise self.error(f"expecting {kind!r}", t.pos, expected)
+        self.i += 1
+        return t
+
+    def parse(self) -> dict[str, GbnfRule]:
+        if "\0" in self.text:
+            raise self.error("NUL character in grammar text", self.text.index("\0"), "no NUL")
+        self.tokenize()
+        names: set[str] = set()
+        for t in self.tokens:
+            if t.kind == "rule":
+                if t.value in names:
+                    raise SpecError(
+                        f"rule {t.value!r} defined twice", self.base.at(t.pos), "one definition per rule"
+                    )
+                names.add(str(t.value))
+        self.names = names
+        while self.peek().kind != "eof":
+            t = self.expect("rule", "a rule 'name ::= ...'")
+            name = str(t.value)
+            self.base.rule = name
+            self.i += 1  # '::='
+            body = self.choices(0)
+            if self.peek().kind == "(=":
+                la_pos = self.peek().pos
+                self.i += 1
+                la = self.lookaheads[name] = self.choices(1)
+                if isinstance(
+                    la, AltE
+                ):  # grammar_functor.cc: "Choices in lookahead assertion are not supported"
+                    raise self.error(
+                        "choices in a lookahead assertion", la_pos, "a sequence (xgrammar refuses '|')"
+                    )
+                self.expect(")", "')' closing the lookahead assertion")
+            line, col = self.base.where(t.pos)
+            self.rules[name] = GbnfRule(name, body, line, col)
+        return self.rules
+
+    def choices(self, depth: int) -> Expr:
+        if depth > self.limits.nesting_depth:
+            raise LimitExceeded(
+                "nesting_depth", depth, self.limits.nesting_depth, self.base.at(self.peek().pos)
+            )
+        options = [self.sequence(depth)]
+        while self.peek().kind == "|":
+            self.i += 1
+            options.append(self.sequence(depth))
+        return options[0] if len(options) == 1 else AltE(tuple(options))
+
+    def sequence(self, depth: int) -> Expr:
+        items = [self.quantified(depth)]
+        while self.peek().kind not in ("|", ")", "(=", "rule", "eof"):
+            items.append(self.quantified(depth))
+        return items[0] if len(items) == 1 else SeqE(tuple(items))
+
+    def quantified(self, depth: int) -> Expr:
+        e = self.element(depth)
+        t = self.peek()
+        if t.kind in ("*", "+", "?"):
+            self.i += 1
+            return RepE(e, *_POSTFIX[t.kind])
+        if t.kind == "{":
+            self.i += 1
+            lo_t = self.expect("int", "'{m}', '{m,}' or '{m,n}'")
+            lo: int = lo_t.value
+            hi: int | None = lo
+            if self.peek().kind == ",":
+                self.i += 1
+                nxt = self.peek()
+                if nxt.kind == "}":
+                    hi = None
+                elif nxt.kind == "name" and nxt.value == "-1":
+                    self.i += 1
+                    hi = None
+                else:
+                    hi = self.expect("int", "an upper bound").value
+                    if hi < lo:
+                        raise self.error("repetition with max < min", lo_t.pos, "'{m,n}' with m <= n")
+            self.expect("}", "'}' closing the repetition")
+            return RepE(e, lo, hi) if hi != 0 else SeqE(())
+        return e
+
+    def element(self, depth: int) -> Expr:
+        t = self.peek()
+        self.i += 1
+        if t.kind == "(":
+            if self.peek().kind == ")":
+                self.i += 1
+                return SeqE(())
+            body = self.choices(depth + 1)
+            self.expect(")", "')'")
+            return body
+        if t.kind == "class":
+            assert isinstance(t.value, Chars)
+            return t.value
+        if t.kind == "str":
+            assert isinstance(t.value, tuple)
+            return Lit(t.value) if t.value else SeqE(())
+        if t.kind == "name":
+            name = str(t.value)
+            if name in _XG_MACROS:
+                raise Unsupported(
+                    "xgrammar-macro",
+                    self.base.rule,
+                    f"macro {name}(...) at {self.base.at(t.pos)}: token-level or engine-specific; the "
+                    "reference reads plain EBNF only (write a Regex as rules)",
+                )
+            if name in ("true", "false"):
+                raise self.error("a boolean is no element", t.pos, "a rule name, string, class or group")
+            line, col = self.base.where(t.pos)
+            ref = Ref(name, line, col)
+            self.refs.append((ref, self.base.rule))
+            return ref
+        raise self.error("expecting an element", t.pos, "a rule name, string, class or group")
+
+
+def parse_gbnf(text: str, limits: Limits | None = None, dialect: str = "llama.cpp") -> dict[str, GbnfRule]:
     """Parse GBNF text into rules (syntax only; names are not resolved). Raises ``SpecError``."""
-    return _parse(text, limits or Limits())[0]
+    return _parse(text, limits or Limits(), dialect)[0]
 
 
-def _parse(text: str, limits: Limits) -> tuple[dict[str, GbnfRule], list[tuple[Ref, str]]]:
+def _parse(
+    text: str, limits: Limits, dialect: str = "llama.cpp"
+) -> tuple[dict[str, GbnfRule], list[tuple[Ref, str]], dict[str, Expr]]:
+    """(rules, every reference with the rule it occurs in, lookahead assertions by rule)."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.schema_bytes:
         raise LimitExceeded("schema_bytes", size, limits.schema_bytes, "gbnf")
+    if dialect == "xgrammar":
+        xg = _XgReader(text, limits)
+        return xg.parse(), xg.refs, xg.lookaheads
     reader = _Reader(text, limits)
-    return reader.parse(), reader.refs
+    return reader.parse(), reader.refs, {}
 
 
 # -- static checks ----------------------------------------------------------------------------------
@@ -510,8 +842,8 @@ def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
             "gbnf-left-recursion",
             w,
             f"rule {w!r} (line {r.line}) reaches itself without reading a character: "
-            f"{' -> '.join(cycle)}; llama.cpp refuses this too. Rewrite it with repetition, "
-            "e.g. 'expr ::= term (\"+\" term)*'",
+            f"{' -> '.join(cycle)} after the left-recursion rewrite (a bug of refdecoder._gbnf_rewrite: "
+            "please report it); rewrite it with repetition, e.g. 'expr ::= term (\"+\" term)*'",
         )
 
 
@@ -557,6 +889,231 @@ def _sccs(names: list[str], graph: dict[str, list[str]]) -> list[list[str]]:
                             break
                     out.append(comp)
     return out
+
+
+# -- xgrammar's lookahead assertions: decided by a follow analysis ------------------------------------------
+#
+# ``rule ::= body (= la)`` says: whatever text follows a completion of ``rule``, up to the end of the
+# text, must be consistent with ``L(la)·Σ*`` (a prefix of some string starting with a string of
+# ``L(la)``). That is how xgrammar uses it: when it builds a mask it checks the bytes of a token that
+# lie beyond the rule's end against ``la`` (``GrammarMatcherForTokenMaskCache::AdaptCacheWithLookahead``),
+# and bytes that are not there are not checked. The reference never compiles the assertion: it accepts a
+# grammar only where the assertion removes nothing — every continuation of every use of the rule is
+# already consistent with it — and refuses otherwise. The proof (``_LookaheadProof.consistent``) walks
+# the continuation (the rest of the using rule's body, then, through ``_Follow``, what follows that rule
+# at each of its own uses) against ``la``: universally over the continuation's alternatives, existentially
+# over ``la``'s. Every step is a language inclusion (below); a cycle through ``_Follow`` is assumed
+# (coinduction: a string of the least fixpoint has a finite derivation, so it is checked through a
+# finite unfolding); out of steps means no proof, hence a refusal.
+
+_LOOKAHEAD_STEPS = 200_000
+
+
+@dataclass(frozen=True)
+class _Follow:
+    """Whatever may follow a completion of ``rule`` (the end of the text included)."""
+
+    rule: str
+
+
+_Item = Expr | _Follow
+
+
+class _NoProof(Exception):
+    pass
+
+
+def _flat(e: Expr) -> tuple[Expr, ...]:
+    return e.items if isinstance(e, SeqE) else (e,)
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    """Syntactic equality (hence equal languages)."""
+    if a is b:
+        return True
+    if isinstance(a, Chars) and isinstance(b, Chars):
+        return _scalar_ranges(a) == _scalar_ranges(b)
+    if isinstance(a, Lit) and isinstance(b, Lit):
+        return a.cps == b.cps
+    if isinstance(a, Ref) and isinstance(b, Ref):
+        return a.name == b.name
+    if isinstance(a, SeqE) and isinstance(b, SeqE):
+        return len(a.items) == len(b.items) and all(map(_same, a.items, b.items))
+    if isinstance(a, AltE) and isinstance(b, AltE):
+        return len(a.options) == len(b.options) and all(map(_same, a.options, b.options))
+    if isinstance(a, RepE) and isinstance(b, RepE):
+        return (a.min, a.max) == (b.min, b.max) and _same(a.item, b.item)
+    return False
+
+
+def _shape(e: Expr) -> object:
+    """A hashable value equal for syntactically equal expressions (as ``_same``)."""
+    if isinstance(e, Chars):
+        return ("chars", _scalar_ranges(e))
+    if isinstance(e, Lit):
+        return ("lit", e.cps)
+    if isinstance(e, Ref):
+        return ("ref", e.name)
+    if isinstance(e, SeqE):
+        return ("seq", tuple(map(_shape, e.items)))
+    if isinstance(e, AltE):
+        return ("alt", tuple(map(_shape, e.options)))
+    return ("rep", e.min, e.max, _shape(e.item))
+
+
+def _within(small: Chars, big: Chars) -> bool:
+    s, b = _scalar_ranges(small), _scalar_ranges(big)
+    return _cpset.union(s, b) == b
+
+
+class _LookaheadProof:
+    def __init__(self, rules: dict[str, GbnfRule], root: str) -> None:
+        self.rules = rules
+        self.uses: dict[str, list[tuple[tuple[_Item, ...], str]]] = {name: [] for name in rules}
+        reachable = [root]
+        seen = {root}
+        for name in reachable:
+            self.walk(rules[name].body, (_Follow(name),), name)
+            refs: list[str] = []
+            _refs(rules[name].body, refs)
+            for w in refs:
+                if w not in seen:
+                    seen.add(w)
+                    reachable.append(w)
+        self.reachable = seen
+        self.steps = 0
+        self.assumed: set[tuple[str, tuple[object, ...]]] = set()
+
+    def walk(self, e: Expr, cont: tuple[_Item, ...], in_rule: str) -> None:
+        """Record, for each reference in ``e``, the continuation after it."""
+        if isinstance(e, Ref):
+            self.uses[e.name].append((cont, in_rule))
+        elif isinstance(e, SeqE):
+            for i, item in enumerate(e.items):
+                self.walk(item, e.items[i + 1 :] + cont, in_rule)
+        elif isinstance(e, AltE):
+            for o in e.options:
+                self.walk(o, cont, in_rule)
+        elif isinstance(e, RepE) and e.max != 0:
+            # after one copy: up to max-1 more (fewer than min-1 more over-approximates: still sound)
+            more = () if e.max == 1 else (RepE(e.item, 0, None if e.max is None else e.max - 1),)
+            self.walk(e.item, more + cont, in_rule)
+
+    def check(self, rule: str, la: Expr) -> None:
+        """Raise ``Unsupported("lookahead", ...)`` unless every use of ``rule`` implies ``la``."""
+        if rule not in self.reachable:
+            return
+        r = self.rules[rule]
+        for cont, in_rule in self.uses[rule]:
+            if in_rule not in self.reachable:
+                continue
+            self.steps = 0
+            self.assumed = set()
+            try:
+                ok = self.consistent(cont, _flat(la))
+            except _NoProof:
+                ok = False
+            if not ok:
+                raise Unsupported(
+                    "lookahead",
+                    rule,
+                    f"the lookahead assertion of rule {rule!r} (line {r.line}) restricts what may follow "
+                    f"it, and the grammar does not imply it where rule {in_rule!r} "
+                    f"(line {self.rules[in_rule].line}) uses it; the reference accepts a lookahead only "
+                    "when the grammar already implies it (an assertion that removes text would make the "
+                    "language depend on how it is tokenized)",
+                )
+
+    def consistent(self, seq: tuple[_Item, ...], la: tuple[Expr, ...]) -> bool:
+        """Every text ``seq`` may stand for is consistent with ``L(la)·Σ*`` (a sufficient test)."""
+        self.steps += 1
+        if self.steps > _LOOKAHEAD_STEPS:
+            raise _NoProof
+        if not la or not seq:  # la satisfied; or the text ends here (prefixes are consistent)
+            return True
+        head, rest = seq[0], seq[1:]
+        if isinstance(head, _Follow):
+            key = (head.rule, tuple(map(_shape, la)))
+            if key in self.assumed:
+                return True
+            self.assumed.add(key)
+            return all(self.consistent(cont, la) for cont, w in self.uses[head.rule] if w in self.reachable)
+        if _same(head, la[0]):
+            return self.consistent(rest, la[1:])
+        # the continuation's alternatives: all of them
+        if isinstance(head, Ref):
+            return self.consistent(_flat(self.rules[head.name].body) + rest, la)
+        if isinstance(head, SeqE):
+            return self.consistent(head.items + rest, la)
+        if isinstance(head, AltE):
+            return all(self.consistent((o, *rest), la) for o in head.options)
+        if isinstance(head, RepE):
+            if head.max == 0:
+                return self.consistent(rest, la)
+            more = (
+                ()
+                if head.max == 1
+                else (RepE(head.item, max(head.min - 1, 0), None if head.max is None else head.max - 1),)
+            )
+            once = self.consistent((head.item, *more, *rest), la)
+            return once and (head.min > 0 or self.consistent(rest, la))
+        # a terminal against la's first piece
+        first, la_rest = la[0], la[1:]
+        if isinstance(first, Chars):
+            if isinstance(head, Chars):
+                return _within(head, first) and self.consistent(rest, la_rest)
+            assert isinstance(head, Lit)
+            return _cpset.contains(_scalar_ranges(first), head.cps[0]) and self.consistent(
+                ((Lit(head.cps[1:]),) if len(head.cps) > 1 else ()) + rest, la_rest
+            )
+        if isinstance(first, Lit):
+            if isinstance(head, Lit):
+                n = min(len(head.cps), len(first.cps))
+                if head.cps[:n] != first.cps[:n]:
+                    return False
+                head_left = ((Lit(head.cps[n:]),) if len(head.cps) > n else ()) + rest
+                la_left = ((Lit(first.cps[n:]),) if len(first.cps) > n else ()) + la_rest
+                return self.consistent(head_left, la_left)
+            assert isinstance(head, Chars)
+            single = _scalar_ranges(head)
+            return (
+                len(single) == 1
+                and single[0][0] == single[0][1] == first.cps[0]
+                and self.consistent(rest, ((Lit(first.cps[1:]),) if len(first.cps) > 1 else ()) + la_rest)
+            )
+        # la's alternatives: one of them must do
+        if isinstance(first, Ref):
+            return self.consistent(seq, _flat(self.rules[first.name].body) + la_rest)
+        if isinstance(first, SeqE):
+            return self.consistent(seq, first.items + la_rest)
+        if isinstance(first, AltE):
+            return any(self.consistent(seq, (o, *la_rest)) for o in first.options)
+        assert isinstance(first, RepE)
+        if first.max == 0:
+            return self.consistent(seq, la_rest)
+        more = (
+            ()
+            if first.max == 1
+            else (RepE(first.item, max(first.min - 1, 0), None if first.max is None else first.max - 1),)
+        )
+        if first.min > 0:
+            return self.consistent(seq, (first.item, *more, *la_rest))
+        absorbed = (
+            first.max is None
+            and isinstance(first.item, Chars)
+            and isinstance(head, Chars)
+            and _within(head, first.item)
+            and self.consistent(rest, la)
+        )
+        return (
+            absorbed or self.consistent(seq, la_rest) or self.consistent(seq, (first.item, *more, *la_rest))
+        )
+
+
+def _check_lookaheads(rules: dict[str, GbnfRule], lookaheads: dict[str, Expr], root: str) -> None:
+    proof = _LookaheadProof(rules, root)
+    for rule, la in lookaheads.items():
+        proof.check(rule, la)
 
 
 # -- regular pieces: NFA over component DFAs, subset construction ----------------------------------------
@@ -963,23 +1520,3 @@ def _alt_none() -> Alt:
 
 def _call(body: int) -> Seq:
     return Seq((body,))
-
-
-def compile_gbnf_network(spec: Gbnf, limits: Limits, *, merge_regular: bool = True) -> Network:
-    """Compile a GBNF grammar. ``merge_regular=False`` keeps every construct structural (for tests)."""
-    rules, refs = _parse(spec.text, limits)
-    if spec.root not in rules:
-        raise SpecError(
-            f"root rule {spec.root!r} is not defined",
-            "grammar",
-            f"a rule '{spec.root} ::= ...' (defined: {', '.join(sorted(rules)[:8]) or 'none'})",
-        )
-    for ref, in_rule in refs:  # every reference, also those a '{0}' dropped (llama.cpp checks them)
-        if ref.name not in rules:
-            raise SpecError(
-                f"undefined rule {ref.name!r}",
-                f"line {ref.line} col {ref.col} (rule {in_rule})",
-                f"a definition '{ref.name} ::= ...'",
-            )
-    _check_left_recursion(rules)
-    return _Compiler(rules, limits, merge_regular).compile(spec.root)

@@ -122,13 +122,25 @@ class Regex:
         return "regex:" + json.dumps(self.pattern)
 
 
+#: The grammar dialects ``Gbnf.dialect`` reads (``refdecoder._gbnf``): llama.cpp's GBNF (the default) and
+#: xgrammar's EBNF (token-based layout, C escapes, lookahead assertions ``rule ::= body (= sequence)``).
+GBNF_DIALECTS = ("llama.cpp", "xgrammar")
+
+
 @dataclass(frozen=True)
 class Gbnf:
     text: str
     root: str = "root"
+    dialect: str = "llama.cpp"
+
+    def __post_init__(self) -> None:
+        if self.dialect not in GBNF_DIALECTS:
+            raise SpecError("bad Gbnf.dialect", repr(self.dialect), f"one of {GBNF_DIALECTS}")
 
     def canonical(self) -> str:
-        return "gbnf:" + json.dumps([self.text, self.root])
+        if self.dialect == "llama.cpp":  # specs of the default dialect keep their fingerprints
+            return "gbnf:" + json.dumps([self.text, self.root])
+        return "gbnf:" + json.dumps([self.text, self.root, self.dialect])
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import refdecoder
 from props.checks.witness import breadth_first_completion as shortest_completion
 from props.corpus.gbnf_check import gbnf_accepts, gbnf_generate, gbnf_viable_bytes
 from refdecoder import Gbnf, Grammar, LimitExceeded, Limits, MaskcertError, SpecError, Unsupported
-from refdecoder._gbnf import compile_gbnf_network
+from refdecoder._gbnf_compile import compile_gbnf_network
 
 from ._data import ratchet, shared_data
 
@@ -109,6 +109,17 @@ CONSTRUCTS: list[tuple[str, str, list[str], list[str]]] = [
     ),
     ("crlf", 'root ::= "a" x\r\nx ::= "b" |\r\n  "c"\r\n', ["ab", "ac"], ["a"]),
     ("big-count", 'root ::= "a"{0,300} "b"', ["b", "a" * 300 + "b"], ["a", "a" * 301 + "b"]),
+    # left recursion, rewritten exactly (refdecoder/_gbnf_rewrite.py; llama.cpp refuses these)
+    ("left-recursion", 'root ::= root "a" | "b"', ["b", "ba", "baa"], ["", "a", "ab"]),
+    (
+        "indirect-hidden-left-recursion",
+        'root ::= x "a"\nx ::= y? root | "b"\ny ::= "c"',
+        ["ba", "baa", "cbaa", "ccbaaa"],
+        ["", "b", "cba", "bca"],
+    ),
+    ("left-recursion-without-base", 'root ::= "a" x\nx ::= "" z\nz ::= ("q"*) x "b"', [], ["a", "ab", "aqb"]),
+    ("left-recursion-in-count", 'root ::= "a" x\nx ::= x{0,3} "b"', ["ab", "abb", "abbbbbb"], ["", "a"]),
+    ("left-recursion-unused", 'root ::= "a"\nunused ::= unused "b"', ["a"], ["", "ab"]),
 ]
 
 
@@ -178,11 +189,6 @@ def test_spec_errors(text: str, where: str, what: str) -> None:
 
 
 UNSUPPORTED: list[tuple[str, str, str]] = [
-    ('root ::= root "a" | "b"', "gbnf-left-recursion", "root"),
-    ('root ::= x "a"\nx ::= y? root | "b"\ny ::= "c"', "gbnf-left-recursion", "root"),
-    ('root ::= "a" x\nx ::= "" z\nz ::= ("q"*) x "b"', "gbnf-left-recursion", "x"),
-    ('root ::= "a" x\nx ::= x{0,3} "b"', "gbnf-left-recursion", "x"),
-    ('root ::= "a"\nunused ::= unused "b"', "gbnf-left-recursion", "unused"),  # llama.cpp checks all rules
     ('root ::= "a" []', "gbnf-empty-class", "root"),
     ('root ::= "a" [^]', "gbnf-empty-class", "root"),
     ('root ::= "a"{3,1}', "gbnf-repetition", "root"),
@@ -204,6 +210,7 @@ def test_refusals(text: str, keyword: str, pointer: str) -> None:
 def test_left_recursion_is_a_language_the_checker_still_decides() -> None:
     text = 'root ::= root "a" | "b"'
     assert gbnf_accepts("baa", text) and not gbnf_accepts("ab", text)
+    assert compiled(text).accepts(b"baa") and not compiled(text).accepts(b"ab")
 
 
 def test_surrogate_spanning_ranges_are_clipped() -> None:
@@ -396,11 +403,7 @@ def test_random_grammars_agree_with_checker(seed: int) -> None:
     """Merged, unmerged and the independent checker agree on members, mutants and prefix viability."""
     rng = random.Random(seed)
     text = random_grammar(rng)
-    try:
-        g = compiled(text)
-    except Unsupported as e:
-        assert e.keyword == "gbnf-left-recursion"
-        return
+    g = compiled(text)  # left recursion included (refdecoder/_gbnf_rewrite.py)
     try:
         strings = [gbnf_generate(text, rng, max_depth=5, max_len=30) for _ in range(3)]
     except ValueError:  # the language is empty

@@ -77,7 +77,8 @@ def _ref_chain(n: int) -> Spec:
 
 def _left_recursive(levels: int) -> Spec:
     """An expression grammar with ``levels`` left-recursive precedence levels (``e0 ::= e0 "+0" e1 |
-    e1``); llama.cpp's GBNF parser rejects or loops on left recursion, engines differ."""
+    e1``); llama.cpp's GBNF parser rejects or loops on left recursion, engines differ (the reference
+    rewrites it, ``refdecoder/_gbnf_rewrite.py``)."""
     rules = ["root ::= e0"]
     for i in range(levels):
         rules.append(f'e{i} ::= e{i} "+{i}" e{i + 1} | e{i + 1}')
