@@ -47,11 +47,13 @@ The differences from 2020-12 (Validation = the draft's validation specification,
   ``if``/``then``/``else`` in draft-07; ``dependentRequired``, ``dependentSchemas``, ``min/maxContains``,
   ``unevaluated*``, ``$recursiveRef`` in 2019-09; ``prefixItems`` and ``$dynamicRef`` in 2020-12.
 * ``$recursiveRef`` (2019-09 Core §8.2.4.2): ``"#"`` resolved against the current resource, unless that
-  resource sets ``$recursiveAnchor: true``: then the outermost such resource of the dynamic scope. It is
-  decided when the answer does not depend on the evaluation path: no ``$recursiveAnchor: true`` at the
-  target (a plain ``$ref``), or a target that is the only resource setting it (the outermost anchored
-  resource in scope is then the target itself). Several anchored resources are refused.
-* ``unevaluatedProperties``/``unevaluatedItems`` (2019-09): refused, as in 2020-12.
+  resource sets ``$recursiveAnchor: true``: then the outermost such resource of the dynamic scope. With
+  two or more anchored resources the schema expression carries the part of the dynamic scope that
+  decides it (refdecoder/_dynamic.py); refused only where ``jsonschema``'s resolver reads the scope
+  otherwise (it stops at the first resource without the anchor).
+* ``unevaluatedProperties``/``unevaluatedItems`` (2019-09 Core §9.3.1.3, §9.3.2.4): decided as in
+  2020-12 (refdecoder/_unevaluated.py), with 2019-09's evaluating keywords (array-form ``items``,
+  ``additionalItems``); refused where ``jsonschema``'s 2019-09 reading departs from the spec.
 
 ``format`` is read the same way in every draft: ``JsonProfile.formats`` decides whether it asserts, and
 under ``"assert"`` the formats the reference implements are enforced in every draft, whichever draft

@@ -24,15 +24,16 @@ the ``JsonProfile`` allows. Compilation has two layers.
    keys were seen and how many members were read (no permutation explosion with ``property_order=any``),
    :class:`ArrayNode` the index and the ``contains`` count.
 
-Schema expressions (``Expr``) are hashable: ``("loc", uri, pointer)`` for a schema in the document,
-``("and", frozenset)``, ``("not", expr)``, ``("const", canonical_json)``, ``TRUE``/``FALSE``.
+Schema expressions (``Expr``) are hashable: ``("loc", uri, pointer)`` for a schema in the document
+(``("loc", uri, pointer, scope)`` when dynamic references can read the path that led there: the finite
+part of the dynamic scope they read, refdecoder/_dynamic.py), ``("and", frozenset)``, ``("not", expr)``, ``("const", canonical_json)``, ``TRUE``/``FALSE``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from itertools import product
@@ -40,17 +41,32 @@ from typing import Any, Union
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ._drafts import REF_ALONE, UNKNOWN, dialect_of, identifier
+from ._dynamic import DynamicIndex, Loc, Scope, meta_schema
 from ._fsa import CodepointDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberPredicate
+from ._shapes import (
+    ANY_ARRAY,
+    ANY_OBJECT,
+    FALSE,
+    TRUE,
+    ArrayShape,
+    Expr,
+    ObjectShape,
+    Shape,
+    _ecma_search,
+    _props_dict,
+    and_exprs,
+    any_shape,
+    empty_shape,
+    not_expr,
+    only,
+)
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import JSON_SCHEMA_DRAFTS, Deadline, JsonProfile, JsonSchema, Limits
 
 __all__ = ["Compiler", "Shape", "ObjectShape", "ArrayShape", "KEYWORDS_BY_DRAFT", "REFUSED_BY_DRAFT"]
 
-Expr = Hashable
-TRUE: Expr = ("true",)
-FALSE: Expr = ("false",)
 
 # Keywords that only annotate (draft 2020-12 core/meta-data/content vocabularies): ignored.
 ANNOTATIONS = frozenset(
@@ -83,132 +99,6 @@ ANNOTATIONS = frozenset(
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
 
-# ---------------------------------------------------------------------------------------------
-# Shapes
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ObjectShape:
-    """Objects: ``named`` keys with their full effective schema; other keys get the ``and`` of every
-    rule whose key language matches them (no rule matching: unconstrained). Each ``exists`` entry
-    ``(L, e)`` asks for at least one member whose key is in ``L`` and whose value is in ``e`` — the
-    dual of a rule, so that complements of rules stay object shapes (``_complement_object``)."""
-
-    named: tuple[tuple[str, Expr], ...] = ()
-    rules: tuple[tuple[CodepointDFA, Expr], ...] = ()
-    required: frozenset[str] = frozenset()
-    min_props: int = 0
-    max_props: int | None = None
-    key_lang: CodepointDFA | None = None  # propertyNames (None: any string)
-    dependent_required: tuple[tuple[str, frozenset[str]], ...] = ()
-    exists: tuple[tuple[CodepointDFA, Expr], ...] = ()
-
-    def named_dict(self) -> dict[str, Expr]:
-        return dict(self.named)
-
-    def eff(self, key: str) -> Expr:
-        """The effective schema of a concrete key."""
-        named = self.named_dict()
-        if key in named:
-            return named[key]
-        return and_exprs(e for lang, e in self.rules if lang.accepts(key))
-
-    def key_allowed(self, key: str) -> bool:
-        return self.key_lang is None or self.key_lang.accepts(key)
-
-
-@dataclass(frozen=True)
-class ArrayShape:
-    prefix: tuple[Expr, ...] = ()
-    items: Expr = TRUE
-    min_items: int = 0
-    max_items: int | None = None
-    contains: Expr | None = None
-    min_contains: int = 1
-    max_contains: int | None = None
-    contains_from: int = 0  # positions before this never count for ``contains``
-
-    def at(self, i: int) -> Expr:
-        return self.prefix[i] if i < len(self.prefix) else self.items
-
-
-@dataclass(frozen=True)
-class Shape:
-    null: bool
-    boolean: frozenset[bool]
-    number: NumberPredicate
-    string: CodepointDFA
-    arrays: tuple[ArrayShape, ...]
-    objects: tuple[ObjectShape, ...]
-
-
-ANY_ARRAY = ArrayShape()
-ANY_OBJECT = ObjectShape()
-
-
-def any_shape() -> Shape:
-    return Shape(
-        True,
-        frozenset({True, False}),
-        NumberPredicate.any(),
-        CodepointDFA.any_string(),
-        (ANY_ARRAY,),
-        (ANY_OBJECT,),
-    )
-
-
-def empty_shape() -> Shape:
-    return Shape(False, frozenset(), NumberPredicate.none(), CodepointDFA.empty(), (), ())
-
-
-def only(
-    *,
-    null: bool | None = None,
-    boolean: frozenset[bool] | None = None,
-    number: NumberPredicate | None = None,
-    string: CodepointDFA | None = None,
-    arrays: tuple[ArrayShape, ...] | None = None,
-    objects: tuple[ObjectShape, ...] | None = None,
-) -> Shape:
-    """A shape constraining only the given types; the others stay unconstrained."""
-    a = any_shape()
-    return Shape(
-        a.null if null is None else null,
-        a.boolean if boolean is None else boolean,
-        a.number if number is None else number,
-        a.string if string is None else string,
-        a.arrays if arrays is None else arrays,
-        a.objects if objects is None else objects,
-    )
-
-
-def and_exprs(exprs: Any) -> Expr:
-    items: set[Expr] = set()
-    for e in exprs:
-        if e == FALSE:
-            return FALSE
-        if e == TRUE:
-            continue
-        if isinstance(e, tuple) and e and e[0] == "and":
-            items.update(e[1])
-        else:
-            items.add(e)
-    if not items:
-        return TRUE
-    if len(items) == 1:
-        return next(iter(items))
-    return ("and", frozenset(items))
-
-
-def not_expr(e: Expr) -> Expr:
-    if e == TRUE:
-        return FALSE
-    if e == FALSE:
-        return TRUE
-    if isinstance(e, tuple) and e and e[0] == "not":
-        return e[1]
-    return ("not", e)
-
-
 # Fuel for normalizing one subschema (its shapes, number predicates, Boolean algebra): about the
 # cost of a hundred automaton states (refdecoder/_limits.py).
 _SHAPE_FUEL = 100
@@ -235,7 +125,11 @@ class Compiler:
         self.draft_of: dict[tuple[str, str], str] = {}
         self.unknown_meta: dict[tuple[str, str], tuple[str, str]] = {}
         self.recursive_anchors: set[tuple[str, str]] = set()
-        self.recursive_scope: frozenset[tuple[str, str]] | None = None  # those reachable (lazily)
+        # Dynamic references (refdecoder/_dynamic.py): (resource URI, name) -> its $dynamicAnchor, and
+        # the anchor URIs declared twice in one resource ($anchor and $dynamicAnchor, or two of either).
+        self.dynamic_anchors: dict[tuple[str, str], tuple[str, str]] = {}
+        self.ambiguous_anchors: set[str] = set()
+        self.dynamic: DynamicIndex | None = None
         self._check_size(spec.schema)
         self.docs[self.root_uri] = spec.schema
         for uri, doc in spec.resources.items():
@@ -244,6 +138,7 @@ class Compiler:
             self._index(doc, uri, urldefrag(uri)[0], "", 0, self.default_draft, None)
             self.resources.setdefault(urldefrag(uri)[0], (uri, ""))  # its retrieval URI, whatever its $id
         self._index(spec.schema, self.root_uri, self.root_uri, "", 0, self.default_draft, None)
+        self.dynamic = self._dynamic_index()
 
     # -- input checks ---------------------------------------------------------------------------
     def _check_size(self, schema: Any) -> None:
@@ -287,10 +182,18 @@ class Compiler:
                 if isinstance(node.get("$id"), str):
                     base = urldefrag(urljoin(base, node["$id"]))[0]
                     self.resources[base] = (doc, ptr)
-                if isinstance(node.get("$anchor"), str):
-                    self.anchors[base + "#" + node["$anchor"]] = (doc, ptr)
-                if "$dynamicAnchor" in node and isinstance(node["$dynamicAnchor"], str):
-                    self.anchors.setdefault(base + "#" + node["$dynamicAnchor"], (doc, ptr))
+                for kw in ("$anchor", "$dynamicAnchor"):
+                    if isinstance(node.get(kw), str):
+                        key = base + "#" + node[kw]
+                        if (
+                            key in self.anchors
+                            and self.anchors[key] != (doc, ptr)
+                            or (kw == "$dynamicAnchor" and (base, node[kw]) in self.dynamic_anchors)
+                        ):
+                            self.ambiguous_anchors.add(key)
+                        self.anchors.setdefault(key, (doc, ptr))
+                if isinstance(node.get("$dynamicAnchor"), str):
+                    self.dynamic_anchors.setdefault((base, node["$dynamicAnchor"]), (doc, ptr))
             else:
                 ident, anchor = identifier(node, draft)
                 if ident is not None:
@@ -321,6 +224,11 @@ class Compiler:
             ptr = ptr.rsplit("/", 1)[0]
         return self.draft_of.get((doc, ptr), "2020-12")
 
+    def ctx(self, doc: str, ptr: str, schema: dict[str, Any], scope: Any = None) -> Ctx:
+        """The keyword context of the schema object at ``doc#ptr`` (for ``_unevaluated``, which
+        walks subschemas without importing this module)."""
+        return Ctx(self, doc, ptr, schema, scope)
+
     def schema_at(self, doc: str, ptr: str) -> Any:
         node = self.docs[doc]
         if ptr == "":
@@ -335,7 +243,8 @@ class Compiler:
                 raise SpecError("unresolvable JSON pointer", ptr, "a path to a subschema")
         return node
 
-    def resolve_ref(self, ref: str, doc: str, ptr: str) -> Expr:
+    def static_target(self, ref: str, doc: str, ptr: str, kw: str = "$ref") -> tuple[str, str, Loc]:
+        """``(uri, fragment, location)`` that ``ref`` at ``(doc, ptr)`` names, read as a ``$ref``."""
         base = self.base_of.get((doc, ptr), self.root_uri)
         target = urljoin(base, ref)
         uri, frag = urldefrag(target)
@@ -343,22 +252,239 @@ class Compiler:
             uri = base
         if uri not in self.resources:
             raise Unsupported(
-                "$ref",
+                kw,
                 ptr,
                 f"reference {ref!r} resolves to {uri!r}, which is not in the schema "
-                "(remote references are not fetched)",
+                "(remote references are not fetched; the json-schema.org meta-schemas are known)",
             )
         rdoc, rptr = self.resources[uri]
         frag = unquote(frag)
         if frag == "" or frag.startswith("/"):
             full = rptr + frag
             self.schema_at(rdoc, full)
-            return ("loc", rdoc, full)
+            return uri, frag, (rdoc, full)
         key = uri + "#" + frag
         if key not in self.anchors:
-            raise SpecError("unknown $anchor in $ref", ptr, f"an anchor named {frag!r} under {uri!r}")
-        adoc, aptr = self.anchors[key]
-        return ("loc", adoc, aptr)
+            raise SpecError(f"unknown $anchor in {kw}", ptr, f"an anchor named {frag!r} under {uri!r}")
+        if key in self.ambiguous_anchors:
+            raise Unsupported(
+                kw,
+                ptr,
+                f"{key!r} is declared more than once in its resource ($anchor/$dynamicAnchor), so which "
+                "schema it names is not defined",
+            )
+        return uri, frag, self.anchors[key]
+
+    def resolve_ref(self, ref: str, doc: str, ptr: str, scope: Scope | None = None) -> Expr:
+        """The expression ``$ref: ref`` at ``(doc, ptr)`` names; with the dynamic scope after following
+        it when ``scope`` (that of ``(doc, ptr)``) is tracked (refdecoder/_dynamic.py)."""
+        uri, frag, target = self.static_target(ref, doc, ptr)
+        d = self.dynamic
+        if d is not None and frag in d.names and (uri, frag) in self.dynamic_anchors:
+            # jsonschema resolves a $ref to a $dynamicAnchor dynamically, the spec statically (2020-12
+            # Core §8.2.3.1): decided only where both name the same schema.
+            if scope is None:
+                raise Unsupported("$ref", ptr, _NO_SCOPE)
+            stacked = d.stack(
+                scope, self.resource_of(doc, ptr), self.resources[uri] == self.resource_of(doc, ptr)
+            )
+            js = d.first(stacked, frag)[1]
+            if js is not None and self._anchor_in(js, frag) != target:
+                raise Unsupported(
+                    "$ref",
+                    ptr,
+                    f"the reference names the $dynamicAnchor {frag!r}: the spec resolves a $ref statically "
+                    f"(to {_loc_name(target)}), jsonschema dynamically (to {_loc_name(self._anchor_in(js, frag))}); "
+                    "use $dynamicRef, or an $anchor, to say which",
+                )
+        if scope is None:
+            return ("loc", *target)
+        return ("loc", *target, self._followed(scope, doc, ptr, uri, target))
+
+    def resolve_dynamic_ref(self, ref: str, doc: str, ptr: str, scope: Scope | None) -> Expr:
+        """``$dynamicRef`` (2020-12 Core §8.2.3.2): a ``$ref``, unless its initial target is a
+        ``$dynamicAnchor``: then that anchor in the outermost resource of the dynamic scope declaring
+        it. Refused where jsonschema's resolver stack names another one (refdecoder/_dynamic.py)."""
+        where = f"{ptr}/$dynamicRef"
+        uri, frag, target = self.static_target(ref, doc, ptr, "$dynamicRef")
+        d = self.dynamic
+        if d is None or frag not in d.names or (uri, frag) not in self.dynamic_anchors:
+            # a pointer, an $anchor, or a $dynamicAnchor only one reachable resource declares: a $ref
+            return self.resolve_ref(ref, doc, ptr, scope)
+        if scope is None:
+            raise Unsupported("$dynamicRef", where, _NO_SCOPE)
+        here = self.resource_of(doc, ptr)
+        stacked = d.stack(scope, here, self.resources[uri] == here)
+        spec, js = d.first(scope, frag)[0], d.first(stacked, frag)[1]
+        spec_t = target if spec is None else self._anchor_in(spec, frag)
+        js_t = target if js is None else self._anchor_in(js, frag)
+        if spec_t != js_t:
+            raise Unsupported(
+                "$dynamicRef",
+                where,
+                f"the outermost resource of the dynamic scope declaring $dynamicAnchor {frag!r} is "
+                f"{_loc_name(spec_t)} by the spec, but {_loc_name(js_t)} on jsonschema's resolver stack "
+                "(which holds only resources left through references): the reference does not pick one",
+            )
+        if spec_t != target and self._js_base_differs(uri, spec_t):
+            raise Unsupported(
+                "$dynamicRef",
+                where,
+                f"jsonschema evaluates the dynamic target {_loc_name(spec_t)} against the base URI {uri!r} "
+                "of the initial target, and it holds references or identifiers that base would change",
+            )
+        return ("loc", *spec_t, d.enter(stacked, self.resource_of(*spec_t)))
+
+    def resolve_recursive_ref(self, doc: str, ptr: str, scope: Scope | None) -> Expr:
+        """``$recursiveRef: "#"`` (2019-09 Core §8.2.4.2): ``"#"``, unless that resource sets
+        ``$recursiveAnchor: true``: then the outermost resource of the dynamic scope setting it.
+        Refused where jsonschema's resolver stack names another one (refdecoder/_dynamic.py)."""
+        where = f"{ptr}/$recursiveRef"
+        _, _, target = self.static_target("#", doc, ptr, "$recursiveRef")
+        d = self.dynamic
+        if d is None or d.recursive is None or target not in d.recursive:
+            # "$recursiveAnchor" absent or false (a plain "$ref", §8.2.4.2.2), or the only resource
+            # setting it: the outermost such resource in scope is the target itself
+            return self.resolve_ref("#", doc, ptr, scope)
+        if scope is None:
+            raise Unsupported("$recursiveRef", where, _NO_SCOPE)
+        spec_t = scope.spec_rec or target  # the current resource is in scope and sets it: never None
+        js_t = scope.js_rec or target  # jsonschema: the oldest of the anchored run on top of its stack
+        if spec_t != js_t:
+            raise Unsupported(
+                "$recursiveRef",
+                where,
+                f"the outermost resource with $recursiveAnchor: true in the dynamic scope is "
+                f"{_loc_name(spec_t)} by the spec, but {_loc_name(js_t)} on jsonschema's resolver stack "
+                "(which stops at the first resource without it): the reference does not pick one",
+            )
+        here = self.resource_of(doc, ptr)
+        stacked = d.stack(scope, here, scope.js_rec is None or spec_t == here)
+        return ("loc", *spec_t, d.enter(stacked, spec_t))
+
+    # -- dynamic scopes (refdecoder/_dynamic.py) ----------------------------------------------------
+    def resource_of(self, doc: str, ptr: str) -> Loc:
+        """The schema resource a location belongs to, by the location of its root."""
+        while (doc, ptr) not in self.base_of and ptr:
+            ptr = ptr.rsplit("/", 1)[0]
+        res = self.resources.get(self.base_of.get((doc, ptr), ""))
+        return res if res is not None else (doc, "")
+
+    def entered(self, scope: Scope, doc: str, ptr: str) -> Scope:
+        """The scope of the subschema ``(doc, ptr)`` descended into: a new resource if it has ``$id``."""
+        if self.dynamic is not None and self.resources.get(self.base_of.get((doc, ptr), "")) == (doc, ptr):
+            return self.dynamic.enter(scope, (doc, ptr))
+        return scope
+
+    def _followed(self, scope: Scope, doc: str, ptr: str, uri: str, target: Loc) -> Scope:
+        """The scope at ``target`` after following a reference to ``uri`` from ``(doc, ptr)``."""
+        assert self.dynamic is not None
+        here = self.resource_of(doc, ptr)
+        stacked = self.dynamic.stack(scope, here, self.resources[uri] == here)
+        return self.dynamic.enter(stacked, self.resource_of(*target))
+
+    def _anchor_in(self, res: Loc, name: str) -> Loc:
+        """The ``$dynamicAnchor`` named ``name`` that the resource ``res`` declares."""
+        for (base, n), loc in self.dynamic_anchors.items():
+            if n == name and self.resources.get(base) == res:
+                return loc
+        raise AssertionError((res, name))
+
+    def _js_base_differs(self, uri: str, loc: Loc) -> bool:
+        """jsonschema evaluates a dynamic target ``loc`` against the base ``uri`` of the initial target
+        (joined with the target's own ``$id``): True when that is not ``loc``'s resource and the
+        subtree holds references or identifiers, whose meaning would change."""
+        node = self.schema_at(*loc)
+        ident = node.get("$id") if isinstance(node, dict) else None
+        js_base = urldefrag(urljoin(uri, ident))[0] if isinstance(ident, str) else uri
+        if self.resources.get(js_base) == self.resource_of(*loc):
+            return False
+        stack: list[Any] = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, dict):
+                if any(k in n for k in ("$ref", "$dynamicRef", "$recursiveRef", "$id", "id")):
+                    return True
+                stack.extend(v for k, v in n.items() if k not in ("enum", "const", "examples", "default"))
+            elif isinstance(n, list):
+                stack.extend(n)
+        return False
+
+    def _refs_in(self, doc: str) -> list[tuple[str, str, str]]:
+        """``(pointer, keyword, value)`` of every reference in a document (``_index``'s walk)."""
+        out: list[tuple[str, str, str]] = []
+        stack: list[tuple[Any, str]] = [(self.docs[doc], "")]
+        while stack:
+            node, ptr = stack.pop()
+            if isinstance(node, dict):
+                for kw in ("$ref", "$dynamicRef", "$recursiveRef"):
+                    if isinstance(node.get(kw), str):
+                        out.append((ptr, kw, node[kw]))
+                stack.extend(
+                    (v, f"{ptr}/{_esc(k)}")
+                    for k, v in node.items()
+                    if k not in ("enum", "const", "examples", "default")
+                )
+            elif isinstance(node, list):
+                stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node))
+        return out
+
+    def _reachable_docs(self) -> set[str]:
+        """The documents the root reaches through references: only their resources can be in a
+        dynamic scope. A json-schema.org meta-schema one of them names is loaded here, from the
+        package's data (refdecoder/metaschemas), and indexed like a document of the schema."""
+        docs = {self.root_uri}
+        todo = [self.root_uri]
+        while todo:
+            doc = todo.pop()
+            for ptr, _, value in self._refs_in(doc):
+                uri = urldefrag(urljoin(self.base_of.get((doc, ptr), self.root_uri), value))[0]
+                if uri not in self.resources and (meta := meta_schema(uri)) is not None:
+                    self.docs[uri] = meta
+                    self._index(meta, uri, uri, "", 0, self.default_draft, None)
+                    self.resources.setdefault(uri, (uri, ""))
+                target = self.resources.get(uri)
+                if target is not None and target[0] not in docs:
+                    docs.add(target[0])
+                    todo.append(target[0])
+        return docs
+
+    def _dynamic_index(self) -> DynamicIndex | None:
+        """What dynamic scopes to track: the $dynamicAnchor names some reference targets and two or
+        more reachable resources declare, and $recursiveAnchor when two or more reachable resources
+        set it; None when nothing is (a reference then always lands on its initial target)."""
+        docs = self._reachable_docs()
+        declared: dict[str, set[Loc]] = {}
+        for (base, name), (doc, _) in self.dynamic_anchors.items():
+            if doc in docs:
+                declared.setdefault(name, set()).add(self.resources[base])
+        targeted: set[str] = set()
+        recursive_used = False
+        for doc in docs:
+            for ptr, kw, value in self._refs_in(doc):
+                if kw == "$recursiveRef":
+                    recursive_used = True
+                    continue
+                base = self.base_of.get((doc, ptr), self.root_uri)
+                uri, frag = urldefrag(urljoin(base, value))
+                if (uri or base, unquote(frag)) in self.dynamic_anchors:
+                    targeted.add(unquote(frag))
+        names = tuple(sorted(n for n in targeted if len(declared.get(n, ())) > 1))
+        anchored = frozenset(
+            loc
+            for loc in self.recursive_anchors
+            if loc[0] in docs and self.resources.get(self.base_of.get(loc, "")) == loc
+        )
+        recursive = anchored if recursive_used and len(anchored) > 1 else None
+        if not names and recursive is None:
+            return None
+        declares: dict[Loc, frozenset[str]] = {}
+        for n in names:
+            for res in declared[n]:
+                declares[res] = declares.get(res, frozenset()) | {n}
+        root = self.resource_of(self.root_uri, "")
+        unstacked = root if self.base_of.get((self.root_uri, "")) == self.root_uri else None
+        return DynamicIndex(names, declares, recursive, unstacked)
 
     # -- normalization ----------------------------------------------------------------------------
     def shape(self, expr: Expr) -> Shape:
@@ -406,10 +532,15 @@ class Compiler:
         if tag == "const":
             return self.shape_of_value(json.loads(expr[1]))
         if tag == "loc":
-            return self.shape_of_schema(expr[1], expr[2])
+            if len(expr) > 3:
+                return self.shape_of_schema(expr[1], expr[2], expr[3])
+            scope = None
+            if self.dynamic is not None and (expr[1], expr[2]) == (self.root_uri, ""):
+                scope = self.dynamic.initial(self.resource_of(self.root_uri, ""))  # the root: its own scope
+            return self.shape_of_schema(expr[1], expr[2], scope)
         raise AssertionError(expr)
 
-    def shape_of_schema(self, doc: str, ptr: str) -> Shape:
+    def shape_of_schema(self, doc: str, ptr: str, scope: Scope | None = None) -> Shape:
         schema = self.schema_at(doc, ptr)
         if schema is True:
             return any_shape()
@@ -419,7 +550,7 @@ class Compiler:
             raise SpecError(
                 "schema must be an object or a boolean", ptr or "/", "a JSON object or true/false"
             )
-        ctx = Ctx(self, doc, ptr, schema)
+        ctx = Ctx(self, doc, ptr, schema, scope)
         meta = schema.get("$schema")
         if meta is not None and not isinstance(meta, str):
             raise SpecError("'$schema' must be a string", ctx.at("$schema"), "a meta-schema URI")
@@ -564,6 +695,7 @@ class Compiler:
             min_contains=c.min_contains,
             max_contains=c.max_contains,
             contains_from=c.contains_from,
+            unique=p.unique or q.unique,
         )
 
     def complement(self, s: Shape, where: str) -> Shape:
@@ -581,16 +713,28 @@ class Compiler:
             return (ANY_ARRAY,)
         if ANY_ARRAY in arrays:
             return ()
+        comps = [self._complement_array(a, where) for a in arrays]
+        if not all(comps):
+            return ()
         out: list[ArrayShape] | None = None
-        for a in arrays:  # ¬(A ∪ B) = ¬A ∩ ¬B
-            comp = self._complement_array(a, where)
-            out = comp if out is None else [x for p, q in product(out, comp) if (x := self.and_array(p, q))]
+        for comp in comps:  # ¬(A ∪ B) = ¬A ∩ ¬B, capped at every step (the product grows geometrically)
+            if out is not None:
+                pairs = (self.and_array(p, q) for p, q in product(out, comp))
+                comp = list(self._cap(tuple(x for x in pairs if x), "arrays"))
+            out = comp
         return self._cap(tuple(out or ()), "arrays")
 
     def _complement_array(self, a: ArrayShape, where: str) -> list[ArrayShape]:
         """¬A as a union: too short, too long, some prefix position wrong, some later item wrong."""
         if a.contains is not None:
             raise Unsupported("not", where, "complement of an array schema with 'contains'")
+        if a.unique is not None:
+            raise Unsupported(
+                "uniqueItems",
+                a.unique,
+                f"negated at {where or '/'}: 'some two items are equal' is not decided (only pairwise "
+                "distinct items are, by remembering the items written)",
+            )
         out: list[ArrayShape] = []
         if a.min_items > 0:
             out.append(ArrayShape(max_items=a.min_items - 1))
@@ -609,10 +753,14 @@ class Compiler:
             return (ANY_OBJECT,)
         if ANY_OBJECT in objects:
             return ()
+        comps = [self._complement_object(o, where) for o in objects]
+        if not all(comps):
+            return ()
         out: list[ObjectShape] | None = None
-        for o in objects:
-            comp = self._complement_object(o, where)
-            out = comp if out is None else [self.and_object(p, q) for p, q in product(out, comp)]
+        for comp in comps:  # capped at every step: the product of the complements grows geometrically
+            if out is not None:
+                comp = list(self._cap(tuple(self.and_object(p, q) for p, q in product(out, comp)), "objects"))
+            out = comp
         return self._cap(tuple(out or ()), "objects")
 
     def _complement_object(self, o: ObjectShape, where: str) -> list[ObjectShape]:
@@ -702,6 +850,14 @@ def const_expr(v: Any) -> Expr:
     return ("const", json.dumps(v, sort_keys=True, separators=(",", ":")))
 
 
+_NO_SCOPE = "reached without its dynamic scope (refdecoder/_dynamic.py), so its target is not known"
+
+
+def _loc_name(loc: Loc) -> str:
+    doc, ptr = loc
+    return f"{doc}#{ptr}" if doc != "urn:maskcert:root" else f"#{ptr}"
+
+
 def _where(expr: Expr) -> str:
     if isinstance(expr, tuple) and expr and expr[0] == "loc":
         return str(expr[2]) or "/"
@@ -758,6 +914,7 @@ class Ctx:
     doc: str
     ptr: str
     schema: dict[str, Any]
+    scope: Scope | None = None  # the dynamic scope, when tracked (refdecoder/_dynamic.py)
 
     def at(self, *parts: str | int) -> str:
         p = self.ptr
@@ -775,7 +932,9 @@ class Ctx:
             return FALSE
         if not isinstance(s, dict):
             raise SpecError("subschema must be an object or a boolean", p, "a JSON object or true/false")
-        return ("loc", self.doc, p)
+        if self.scope is None:
+            return ("loc", self.doc, p)
+        return ("loc", self.doc, p, self.c.entered(self.scope, self.doc, p))
 
     def subs(self, kw: str) -> list[Expr]:
         v = self.schema[kw]
@@ -862,14 +1021,6 @@ def pattern(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     return only(string=_ecma_search(ctx, value, ctx.at("pattern")))
 
 
-def _ecma_search(ctx: Ctx, value: Any, where: str) -> CodepointDFA:
-    from ._regex import compile_regex_dfa
-
-    if not isinstance(value, str):
-        raise SpecError("pattern must be a string", where, "an ECMA-262 regular expression")
-    return compile_regex_dfa(value, flavor="ecma", mode="search", where=where)
-
-
 def format_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
     if ctx.c.profile.formats == "annotation":
         return None
@@ -924,26 +1075,17 @@ def contains(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def uniqueItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    """Pairwise distinct items (2020-12 Validation §6.4.3), JSON equality: the array remembers the
+    values it has written and each item excludes them (refdecoder/_valuememory.py); the emitter
+    refuses the item shapes where that is not decided."""
+    if not isinstance(value, bool):
+        raise SpecError("'uniqueItems' must be a boolean", ctx.at("uniqueItems"), "true or false")
     if value is False:
         return None
-    if schema.get("maxItems") not in (0, 1):
-        raise Unsupported(
-            "uniqueItems",
-            ctx.at("uniqueItems"),
-            "pairwise distinct items is not a "
-            "context-free constraint; only arrays of at most one item are decided",
-        )
-    return None
+    return only(arrays=(ArrayShape(unique=ctx.at("uniqueItems")),))
 
 
 # -- objects --------------------------------------------------------------------------------------
-def _props_dict(ctx: Ctx, kw: str) -> dict[str, Any]:
-    v = ctx.schema.get(kw, {})
-    if not isinstance(v, dict):
-        raise SpecError(f"'{kw}' must be an object", ctx.at(kw), "an object mapping names to schemas")
-    return v
-
-
 def properties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     props = _props_dict(ctx, "properties")
     named = tuple((k, ctx.sub("properties", k)) for k in props)
@@ -1022,7 +1164,15 @@ def dependentSchemas(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 def ref(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     if not isinstance(value, str):
         raise SpecError("'$ref' must be a string", ctx.at("$ref"), "a URI reference")
-    return ctx.c.shape(ctx.c.resolve_ref(value, ctx.doc, ctx.ptr))
+    return ctx.c.shape(ctx.c.resolve_ref(value, ctx.doc, ctx.ptr, ctx.scope))
+
+
+def dynamicRef(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
+    """A ``$ref`` whose target a ``$dynamicAnchor`` in the dynamic scope may override (2020-12 Core
+    §8.2.3.2; ``Compiler.resolve_dynamic_ref``)."""
+    if not isinstance(value, str):
+        raise SpecError("'$dynamicRef' must be a string", ctx.at("$dynamicRef"), "a URI reference")
+    return ctx.c.shape(ctx.c.resolve_dynamic_ref(value, ctx.doc, ctx.ptr, ctx.scope))
 
 
 def allOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
@@ -1067,11 +1217,18 @@ def oneOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 
 def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shape:
-    """Exactly one of ``parts`` (container-only shapes): the exact formula when the parts can be
-    complemented, else any-of when the non-empty parts are provably pairwise disjoint, else refuse."""
+    """Exactly one of ``parts`` (container-only shapes): any-of when the non-empty parts are provably
+    pairwise disjoint (the small, common case: branches told apart by a discriminating key), else the
+    exact formula ``∪_i (P_i ∩ ⋂_{j≠i} ¬P_j)`` when the parts can be complemented within the
+    alternatives limit, else refuse."""
     live = [p for p in parts if p.arrays or p.objects]
     if len(live) <= 1:
         return live[0] if live else empty_shape()
+    if all(c.disjoint(live[i], live[j]) for i in range(len(live)) for j in range(i + 1, len(live))):
+        out = empty_shape()
+        for p in live:
+            out = c.union(out, p)
+        return out
     try:
         out = empty_shape()
         for i, p in enumerate(live):
@@ -1081,21 +1238,18 @@ def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shap
                     acc = c.intersect(acc, c.complement(q, where))
             out = c.union(out, acc)
         return out
-    except Unsupported:
-        pass
-    for i in range(len(live)):
-        for j in range(i + 1, len(live)):
-            if not c.disjoint(live[i], live[j]):
-                raise Unsupported(
-                    "oneOf",
-                    where,
-                    f"two branches both admit {what} and maskcert can neither "
-                    "complement them nor prove them disjoint, so 'exactly one' is undecided",
-                )
-    out = empty_shape()
-    for p in live:
-        out = c.union(out, p)
-    return out
+    except Unsupported as e:
+        why = f"complementing them is refused ({e.keyword}: {e.reason})"
+    except LimitExceeded as e:
+        if e.limit not in ("arrays_alternatives", "objects_alternatives"):
+            raise
+        why = f"complementing them passes the {e.limit} limit"
+    raise Unsupported(
+        "oneOf",
+        where,
+        f"two branches both admit {what}, maskcert cannot prove them disjoint and {why}, "
+        "so 'exactly one' is undecided",
+    )
 
 
 def not_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
@@ -1114,11 +1268,24 @@ def if_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     return c.union(c.intersect(cond, then), c.intersect(c.complement(cond, ctx.at("if")), else_))
 
 
+def unevaluatedProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    """Members no sibling or validating in-place subschema evaluated satisfy the schema (2020-12 Core
+    §11.3, 2019-09 Core §9.3.2.4): a case analysis in refdecoder/_unevaluated.py."""
+    from ._unevaluated import unevaluated_properties
+
+    return unevaluated_properties(ctx, value, schema)
+
+
+def unevaluatedItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    """Items no sibling or validating in-place subschema evaluated satisfy the schema (2020-12 Core
+    §11.2, 2019-09 Core §9.3.1.3): a case analysis in refdecoder/_unevaluated.py."""
+    from ._unevaluated import unevaluated_items
+
+    return unevaluated_items(ctx, value, schema)
+
+
 REFUSED = {
-    "$dynamicRef": "dynamic references depend on the evaluation path; not implemented",
     "$recursiveRef": "draft 2019-09 recursive references are not implemented",
-    "unevaluatedProperties": "depends on annotations collected from sibling applicators; not implemented",
-    "unevaluatedItems": "depends on annotations collected from sibling applicators; not implemented",
     "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2020-12; declare that draft "
     "(\"$schema\", or JsonProfile(draft='draft-07')) or use dependentRequired/dependentSchemas",
 }
@@ -1152,11 +1319,14 @@ KEYWORDS: dict[str, Keyword] = {
     "dependentRequired": dependentRequired,
     "dependentSchemas": dependentSchemas,
     "$ref": ref,
+    "$dynamicRef": dynamicRef,
     "allOf": allOf,
     "anyOf": anyOf,
     "oneOf": oneOf,
     "not": not_,
     "if": if_,
+    "unevaluatedProperties": unevaluatedProperties,
+    "unevaluatedItems": unevaluatedItems,
 }
 
 
@@ -1307,56 +1477,15 @@ def dependencies(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 def recursiveRef(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     """``"#"`` against the current resource, or the outermost resource with ``$recursiveAnchor: true``
-    in the dynamic scope when the current one has it too (2019-09 Core §8.2.4.2); decided when that
-    does not depend on the evaluation path (see the module's theory of operation)."""
-    where = ctx.at("$recursiveRef")
+    in the dynamic scope when the current one has it too (2019-09 Core §8.2.4.2;
+    ``Compiler.resolve_recursive_ref``, refdecoder/_dynamic.py)."""
     if value != "#":
-        raise Unsupported("$recursiveRef", where, "only the value '#' is defined (2019-09 Core §8.2.4.2.1)")
-    c = ctx.c
-    target = c.resolve_ref("#", ctx.doc, ctx.ptr)
-    assert isinstance(target, tuple) and target[0] == "loc"
-    if (target[1], target[2]) not in c.recursive_anchors:
-        return c.shape(target)  # "$recursiveAnchor" absent or false: a plain "$ref" (§8.2.4.2.2)
-    if c.recursive_scope is None:
-        c.recursive_scope = _reachable_anchors(c)
-    anchored = c.recursive_scope
-    if len(anchored) > 1:
         raise Unsupported(
             "$recursiveRef",
-            where,
-            f"{len(anchored)} schema resources set $recursiveAnchor: true, so the target depends on the "
-            "path the evaluation took (its dynamic scope), which the reference does not track",
+            ctx.at("$recursiveRef"),
+            "only the value '#' is defined (2019-09 Core §8.2.4.2.1)",
         )
-    return c.shape(target)
-
-
-def _reachable_anchors(c: Compiler) -> frozenset[tuple[str, str]]:
-    """The ``$recursiveAnchor: true`` locations in documents the root can reach through references:
-    only their resources can be in a dynamic scope."""
-    docs = {c.root_uri}
-    todo = [c.root_uri]
-    while todo:
-        doc = todo.pop()
-        stack: list[tuple[Any, str]] = [(c.docs[doc], "")]
-        while stack:
-            node, ptr = stack.pop()
-            if isinstance(node, dict):
-                for kw in ("$ref", "$recursiveRef"):
-                    ref = node.get(kw)
-                    if isinstance(ref, str):
-                        uri = urldefrag(urljoin(c.base_of.get((doc, ptr), c.root_uri), ref))[0]
-                        target = c.resources.get(uri)
-                        if target is not None and target[0] not in docs:
-                            docs.add(target[0])
-                            todo.append(target[0])
-                stack.extend(
-                    (v, f"{ptr}/{_esc(k)}")
-                    for k, v in node.items()
-                    if k not in ("enum", "const", "examples", "default")
-                )
-            elif isinstance(node, list):
-                stack.extend((v, f"{ptr}/{i}") for i, v in enumerate(node))
-    return frozenset(loc for loc in c.recursive_anchors if loc[0] in docs)
+    return ctx.c.shape(ctx.c.resolve_recursive_ref(ctx.doc, ctx.ptr, ctx.scope))
 
 
 def _pick(*names: str) -> dict[str, Keyword]:
@@ -1392,7 +1521,7 @@ _DRAFT06: dict[str, Keyword] = {
 }
 _DRAFT07: dict[str, Keyword] = {**_DRAFT06, **_pick("if")}
 _DRAFT2019: dict[str, Keyword] = {
-    **{kw: fn for kw, fn in KEYWORDS.items() if kw != "prefixItems"},
+    **{kw: fn for kw, fn in KEYWORDS.items() if kw not in ("prefixItems", "$dynamicRef")},
     "items": items_array_form,
     "additionalItems": additionalItems,
     "$recursiveRef": recursiveRef,
@@ -1407,8 +1536,6 @@ KEYWORDS_BY_DRAFT: dict[str, dict[str, Keyword]] = {
 }
 REFUSED_BY_DRAFT: dict[str, dict[str, str]] = {
     "2019-09": {
-        "unevaluatedProperties": REFUSED["unevaluatedProperties"],
-        "unevaluatedItems": REFUSED["unevaluatedItems"],
         "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2019-09; declare that draft "
         '("$schema") or use dependentRequired/dependentSchemas',
     },

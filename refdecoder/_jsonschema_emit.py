@@ -11,7 +11,6 @@ parser stack completable — the exactness argument of ``_ir``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from itertools import combinations, product
@@ -19,27 +18,30 @@ from typing import Any
 
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
-from ._jsonschema import FALSE, TRUE, ArrayShape, Compiler, Expr, ObjectShape, _where, and_exprs, not_expr
+from ._jsonschema import (
+    FALSE,
+    TRUE,
+    ArrayShape,
+    Compiler,
+    Expr,
+    ObjectShape,
+    _where,
+    and_exprs,
+    any_shape,
+    not_expr,
+)
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._keymemory import KeyLexeme, language_size
 from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
-from ._numbers import NumberLexeme, NumberPredicate
-from .errors import LimitExceeded, SpecError
+from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
+from ._parser import Parser
+from ._valuememory import AnyValueLexeme, ScalarValueLexeme, UniqueArrayNode
+from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import JsonSchema, Limits
 
 _RET: tuple[int] = (RETURN,)
 _ANY_NUMBER = NumberPredicate.any()
-
-
-@functools.lru_cache(maxsize=1)
-def _any_number_dfa() -> ByteDFA:
-    """RFC 8259 ``number`` (any value) as a ByteDFA."""
-    from ._regex import compile_regex_dfa
-
-    return compile_regex_dfa(
-        r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch"
-    ).to_utf8()
 
 
 WS_BYTES = b" \t\n\r"
@@ -525,7 +527,7 @@ class Emitter:
             words = sorted((b"true" if v else b"false") for v in shape.boolean)
             opts.extend(self.lit(w) for w in words)
         if shape.number == _ANY_NUMBER:
-            opts.append(self.b.lex(_any_number_dfa()))  # regular: a DFA, so masks use lexeme tables
+            opts.append(self.b.lex(any_number_dfa()))  # regular: a DFA, so masks use lexeme tables
         elif not shape.number.is_empty():
             opts.append(self.b.lex(NumberLexeme(shape.number)))
         if not shape.string.is_empty():
@@ -549,6 +551,8 @@ class Emitter:
             check_bound(name, bound)
         if a.max_contains is not None:
             check_bound("maxContains", a.max_contains)
+        if a.unique is not None and (a.max_items is None or a.max_items > 1):
+            return self.unique_array(a, a.unique)
         n = max(len(a.prefix), a.contains_from) + 1
         positions = [a.at(i) for i in range(n)]
         plain = tuple(self.value(e) for e in positions)
@@ -572,6 +576,72 @@ class Emitter:
             max_contains=a.max_contains,
         )
         return self.b.add(node)
+
+    def unique_array(self, a: ArrayShape, where: str) -> int:
+        """``uniqueItems`` (refdecoder/_valuememory.py): each position's items are read by a value
+        lexeme that excludes the values already written. Decided where every position's items are
+        scalars or may be any JSON value; refused otherwise."""
+        if a.contains is not None:
+            raise Unsupported(
+                "uniqueItems",
+                where,
+                "together with 'contains': distinct items are decided by value lexemes, and which of "
+                "them also match 'contains' is not counted",
+            )
+        items: list[int] = []
+        lexemes: list[ScalarValueLexeme | AnyValueLexeme] = []
+        for i in range(len(a.prefix) + 1):
+            shape = self.c.shape(a.at(i))
+            if a.max_items is not None and i >= a.max_items:  # never written
+                shape = replace(shape, null=False, boolean=frozenset(), number=NumberPredicate.none())
+                shape = replace(shape, string=CodepointDFA.empty(), arrays=(), objects=())
+            if shape == any_shape():
+                lex: ScalarValueLexeme | AnyValueLexeme = self.any_value_lexeme()
+                items.append(self.b.lex(lex))
+            elif not shape.arrays and not shape.objects:
+                lex = ScalarValueLexeme(
+                    shape.null,
+                    shape.boolean,
+                    shape.number,
+                    shape.string,
+                    self.profile.unicode_escapes,
+                    self.c.limits.automaton_states,
+                    where,
+                )
+                empty = lex.values(1) == frozenset()
+                items.append(self.b.alt([]) if empty else self.b.lex(lex))  # empty: never called
+            else:
+                at = f"prefixItems/{i}" if i < len(a.prefix) else "items"
+                raise Unsupported(
+                    "uniqueItems",
+                    where,
+                    f"the items at {at} may be arrays or objects that are not any JSON value: distinct "
+                    "items are decided only for scalar items and items that may be any value",
+                )
+            lexemes.append(lex)
+        node = UniqueArrayNode(
+            lbracket=self.seq_ws(self.lit(b"["), None),
+            close_first=self.lit(b"]"),
+            close_after=self.seq_ws(None, self.lit(b"]")),
+            comma=self.seq_ws(None, self.lit(b","), None),
+            items=tuple(items),
+            lexemes=tuple(lexemes),
+            min_items=a.min_items,
+            max_items=a.max_items,
+        )
+        return self.b.add(node)
+
+    def any_value_lexeme(self) -> AnyValueLexeme:
+        """Any JSON value as one lexeme: this profile's network of schema ``true``, run by a
+        sub-parser (refdecoder/_valuememory.py), built once per emitter."""
+        lex: AnyValueLexeme | None = getattr(self, "_any_value", None)
+        if lex is None:
+            sub = Emitter(self.c)
+            network = sub.b.finish(sub.value(TRUE))
+            parser = Parser(network, max_stacks=self.c.limits.parser_stacks)
+            lex = AnyValueLexeme(parser, ("profile", self.profile))
+            self._any_value = lex
+        return lex
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, o: ObjectShape, where_expr: Expr) -> int:

@@ -64,13 +64,14 @@ complement of a spelled conjunction includes every text of the other spelling.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import cached_property
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from refdecoder.errors import LimitExceeded, SpecError
 
@@ -1235,3 +1236,13 @@ def _bits(mask: int) -> list[int]:
         mask >>= 1
         i += 1
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def any_number_dfa() -> Any:
+    """RFC 8259 §6 ``number`` (any value) as a ByteDFA: regular, so masks use lexeme tables."""
+    from ._regex import compile_regex_dfa
+
+    return compile_regex_dfa(
+        r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch"
+    ).to_utf8()

@@ -15,6 +15,7 @@ from props.checks.witness import breadth_first_completion, shortest_completion
 from props.corpus import load_corpus, reference_spec
 from refdecoder._ir import Lex
 from refdecoder._numbers import NumberLexeme
+from refdecoder._valuememory import AnyValueLexeme, ScalarValueLexeme
 
 
 @cache
@@ -34,7 +35,10 @@ def _grammars() -> tuple[refdecoder.Grammar, ...]:
 
 
 def _has_numbers(g: refdecoder.Grammar) -> bool:
-    return any(isinstance(n, Lex) and isinstance(n.lexeme, NumberLexeme) for n in g.network.nodes)
+    """Number lexemes, and the value lexemes of unique arrays (which read numbers and any value),
+    complete constructively rather than shortest."""
+    kinds = (NumberLexeme, ScalarValueLexeme, AnyValueLexeme)
+    return any(isinstance(n, Lex) and isinstance(n.lexeme, kinds) for n in g.network.nodes)
 
 
 def _walk(g: refdecoder.Grammar, picks: list[int]) -> Any:

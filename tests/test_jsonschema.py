@@ -69,10 +69,9 @@ def test_numbers_rejected(text: str) -> None:
 def test_unconstrained_number_dfa_equals_the_number_lexeme(text: str) -> None:
     """The fast path (a DFA for numbers without bounds) against the exact lexeme it replaces:
     same viability of every prefix, same acceptance."""
-    from refdecoder._jsonschema_emit import _any_number_dfa
-    from refdecoder._numbers import NumberLexeme, NumberPredicate
+    from refdecoder._numbers import NumberLexeme, NumberPredicate, any_number_dfa
 
-    dfa, lex = _any_number_dfa(), NumberLexeme(NumberPredicate.any())
+    dfa, lex = any_number_dfa(), NumberLexeme(NumberPredicate.any())
     d: Any = dfa.start()
     x: Any = lex.start()
     for b in text.encode():
@@ -265,7 +264,7 @@ def test_many_properties_any_order_do_not_explode() -> None:
 # -- refusals and limits ------------------------------------------------------------------------------
 def test_refusals_name_keyword_and_pointer() -> None:
     with pytest.raises(Unsupported) as e:
-        compile_({"properties": {"a": {"type": "array", "uniqueItems": True}}})
+        compile_({"properties": {"a": {"type": "array", "items": {"type": "object"}, "uniqueItems": True}}})
     assert e.value.keyword == "uniqueItems" and e.value.json_pointer == "/properties/a/uniqueItems"
     with pytest.raises(Unsupported):
         compile_({"$ref": "#"})

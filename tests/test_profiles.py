@@ -46,14 +46,19 @@ def test_an_engines_declared_profile() -> None:
     assert parse_profile(["lm-format-enforcer"]) == declared_profile().json
 
 
-def test_check_schema_refusal_hints_the_profile_and_the_profile_compiles_it(
+def test_check_schema_reads_the_schema_under_the_profile_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     f = tmp_path / "open.json"
     f.write_text(json.dumps(OPEN))
-    assert main(["check-schema", str(f)]) == 1
-    assert "--profile allow_duplicate_keys=true" in capsys.readouterr().out
+    assert main(["check-schema", str(f)]) == 0  # repeated keys are excluded by key memory
     assert main(["check-schema", str(f), "--profile", "allow_duplicate_keys=true"]) == 0
+    g = tmp_path / "regex.json"
+    g.write_text(json.dumps({"type": "string", "format": "regex"}))
+    assert main(["check-schema", str(g)]) == 0  # formats are annotations by default
+    capsys.readouterr()
+    assert main(["check-schema", str(g), "--profile", "formats=assert"]) == 1
+    assert "keyword=format" in capsys.readouterr().out
     assert main(["check-schema", str(f), "--profile", "whitespace=-1"]) == 2
     assert "expected a valid whitespace" in capsys.readouterr().err
 
@@ -67,10 +72,10 @@ def test_explain_lists_every_keyword_with_its_decision(
     assert rows[("/", "x-vendor")] == "ignored"
     rows = {(p, k): d for p, k, d, _ in keyword_decisions(OPEN, JsonProfile(formats="assert"))}
     assert rows[("/properties/a", "format")] == "enforced"
-    refused = {"unevaluatedProperties": False, "anyOf": [{"$dynamicRef": "#x"}]}
+    refused = {"dependencies": {"a": ["b"]}, "anyOf": [{"$recursiveRef": "#"}]}
     rows = {(p, k): d for p, k, d, _ in keyword_decisions(refused, JsonProfile())}
-    assert rows[("/", "unevaluatedProperties")] == "refused"
-    assert rows[("/anyOf/0", "$dynamicRef")] == "refused"
+    assert rows[("/", "dependencies")] == "refused"  # a draft 4-7 keyword in a 2020-12 schema
+    assert rows[("/anyOf/0", "$recursiveRef")] == "refused"
     f = tmp_path / "s.json"
     f.write_text(json.dumps(refused))
     assert main(["check-schema", str(f), "--explain"]) == 1

@@ -249,6 +249,7 @@ def ignoring(keyword: str) -> type[ReferenceBackend]:
         ("not", NOT_SCHEMA, "soundness"),
         ("contains", {"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}, "soundness"),
         ("uniqueItems", {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "refusal"),
+        ("uniqueItems", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "soundness"),
         (
             "maxLength",
             {"type": "object", "properties": {"s": {"type": "string", "maxLength": 2}}},

@@ -242,8 +242,8 @@ _JSON: list[Feature] = [
     _kw(
         "uniqueItems",
         "uniqueItems",
-        {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
-        [[1, 2], [], [3]],
+        {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True},
+        [["a", "b"], [], ["c"]],
         siblings={"maxItems": 3},
     ),
     _kw(

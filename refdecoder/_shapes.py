@@ -1,0 +1,171 @@
+"""JSON Schema shapes: the values the front-end (``_jsonschema``) normalizes every subschema to.
+
+Split from ``_jsonschema`` so that the modules built on the shape algebra (``_unevaluated``,
+``_jsonschema_emit``, ``_valuememory``) import the data types without importing the compiler — no
+import cycle among the package's modules (the import-linter contract in pyproject.toml). The theory
+of operation is ``_jsonschema``'s module docstring: a :class:`Shape` is, per JSON type, the exact set
+of values of that type a schema expression accepts; containers are unions of :class:`ArrayShape` /
+:class:`ObjectShape` whose members are schema expressions (``Expr``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._fsa import CodepointDFA
+from ._numbers import NumberPredicate
+from .errors import SpecError
+
+if TYPE_CHECKING:
+    from ._jsonschema import Ctx
+
+Expr = Hashable
+TRUE: Expr = ("true",)
+FALSE: Expr = ("false",)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectShape:
+    """Objects: ``named`` keys with their full effective schema; other keys get the ``and`` of every
+    rule whose key language matches them (no rule matching: unconstrained). Each ``exists`` entry
+    ``(L, e)`` asks for at least one member whose key is in ``L`` and whose value is in ``e`` — the
+    dual of a rule, so that complements of rules stay object shapes (``_complement_object``)."""
+
+    named: tuple[tuple[str, Expr], ...] = ()
+    rules: tuple[tuple[CodepointDFA, Expr], ...] = ()
+    required: frozenset[str] = frozenset()
+    min_props: int = 0
+    max_props: int | None = None
+    key_lang: CodepointDFA | None = None  # propertyNames (None: any string)
+    dependent_required: tuple[tuple[str, frozenset[str]], ...] = ()
+    exists: tuple[tuple[CodepointDFA, Expr], ...] = ()
+
+    def named_dict(self) -> dict[str, Expr]:
+        return dict(self.named)
+
+    def eff(self, key: str) -> Expr:
+        """The effective schema of a concrete key."""
+        named = self.named_dict()
+        if key in named:
+            return named[key]
+        return and_exprs(e for lang, e in self.rules if lang.accepts(key))
+
+    def key_allowed(self, key: str) -> bool:
+        return self.key_lang is None or self.key_lang.accepts(key)
+
+
+@dataclass(frozen=True)
+class ArrayShape:
+    prefix: tuple[Expr, ...] = ()
+    items: Expr = TRUE
+    min_items: int = 0
+    max_items: int | None = None
+    contains: Expr | None = None
+    min_contains: int = 1
+    max_contains: int | None = None
+    contains_from: int = 0  # positions before this never count for ``contains``
+    # the JSON pointer of a ``uniqueItems: true`` that asks for pairwise distinct items (None: no such
+    # keyword); decided by remembering the items written (refdecoder/_valuememory.py)
+    unique: str | None = None
+
+    def at(self, i: int) -> Expr:
+        return self.prefix[i] if i < len(self.prefix) else self.items
+
+
+@dataclass(frozen=True)
+class Shape:
+    null: bool
+    boolean: frozenset[bool]
+    number: NumberPredicate
+    string: CodepointDFA
+    arrays: tuple[ArrayShape, ...]
+    objects: tuple[ObjectShape, ...]
+
+
+ANY_ARRAY = ArrayShape()
+ANY_OBJECT = ObjectShape()
+
+
+def any_shape() -> Shape:
+    return Shape(
+        True,
+        frozenset({True, False}),
+        NumberPredicate.any(),
+        CodepointDFA.any_string(),
+        (ANY_ARRAY,),
+        (ANY_OBJECT,),
+    )
+
+
+def empty_shape() -> Shape:
+    return Shape(False, frozenset(), NumberPredicate.none(), CodepointDFA.empty(), (), ())
+
+
+def only(
+    *,
+    null: bool | None = None,
+    boolean: frozenset[bool] | None = None,
+    number: NumberPredicate | None = None,
+    string: CodepointDFA | None = None,
+    arrays: tuple[ArrayShape, ...] | None = None,
+    objects: tuple[ObjectShape, ...] | None = None,
+) -> Shape:
+    """A shape constraining only the given types; the others stay unconstrained."""
+    a = any_shape()
+    return Shape(
+        a.null if null is None else null,
+        a.boolean if boolean is None else boolean,
+        a.number if number is None else number,
+        a.string if string is None else string,
+        a.arrays if arrays is None else arrays,
+        a.objects if objects is None else objects,
+    )
+
+
+def and_exprs(exprs: Any) -> Expr:
+    items: set[Expr] = set()
+    for e in exprs:
+        if e == FALSE:
+            return FALSE
+        if e == TRUE:
+            continue
+        if isinstance(e, tuple) and e and e[0] == "and":
+            items.update(e[1])
+        else:
+            items.add(e)
+    if not items:
+        return TRUE
+    if len(items) == 1:
+        return next(iter(items))
+    return ("and", frozenset(items))
+
+
+def not_expr(e: Expr) -> Expr:
+    if e == TRUE:
+        return FALSE
+    if e == FALSE:
+        return TRUE
+    if isinstance(e, tuple) and e and e[0] == "not":
+        return e[1]
+    return ("not", e)
+
+
+# Keyword helpers shared with ``_unevaluated``
+def _ecma_search(ctx: Ctx, value: Any, where: str) -> CodepointDFA:
+    from ._regex import compile_regex_dfa
+
+    if not isinstance(value, str):
+        raise SpecError("pattern must be a string", where, "an ECMA-262 regular expression")
+    return compile_regex_dfa(value, flavor="ecma", mode="search", where=where)
+
+
+def _props_dict(ctx: Ctx, kw: str) -> dict[str, Any]:
+    v = ctx.schema.get(kw, {})
+    if not isinstance(v, dict):
+        raise SpecError(f"'{kw}' must be an object", ctx.at(kw), "an object mapping names to schemas")
+    return v
