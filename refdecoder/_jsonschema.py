@@ -639,8 +639,9 @@ class Compiler:
             return (ANY_ARRAY,)
         if ANY_OBJECT in shapes:
             return (ANY_OBJECT,)
-        if len(shapes) > 64:
-            raise LimitExceeded(f"{what}_alternatives", len(shapes), 64)
+        bound = self.limits.alternatives
+        if len(shapes) > bound:
+            raise LimitExceeded("alternatives", len(shapes), bound, f"a union of {what} shapes")
         return shapes
 
     def and_object(self, p: ObjectShape, q: ObjectShape) -> ObjectShape:
@@ -1241,9 +1242,9 @@ def _exactly_one(c: Compiler, parts: list[Shape], where: str, what: str) -> Shap
     except Unsupported as e:
         why = f"complementing them is refused ({e.keyword}: {e.reason})"
     except LimitExceeded as e:
-        if e.limit not in ("arrays_alternatives", "objects_alternatives"):
+        if e.limit != "alternatives":
             raise
-        why = f"complementing them passes the {e.limit} limit"
+        why = f"complementing them passes the {e.limit} limit ({e.value} > {e.bound}; --limit alternatives=N)"
     raise Unsupported(
         "oneOf",
         where,

@@ -45,7 +45,6 @@ _ANY_NUMBER = NumberPredicate.any()
 
 
 WS_BYTES = b" \t\n\r"
-MAX_KEY_RULES = 8
 MAX_EXISTS_PER_KEY = 4  # ``exists`` entries one key may meet at once (2**4 member variants)
 # A region with this many keys or more is as good as infinite: no input writes that many.
 _COUNT_CAP = 1 << 62
@@ -673,8 +672,9 @@ class Emitter:
             base = base.difference(CodepointDFA.literals(keys))
         rules = list(o.rules)
         langs = [lang for lang, _ in rules] + [lang for lang, _ in exists]
-        if len(langs) > MAX_KEY_RULES:
-            raise LimitExceeded("key_rules", len(langs), MAX_KEY_RULES, where)
+        bound = self.c.limits.key_rules
+        if len(langs) > bound:
+            raise LimitExceeded("key_rules", len(langs), bound, where)
         can_repeat = o.max_props is None or o.max_props >= 2
         memory = can_repeat and not self.profile.allow_duplicate_keys
         regions: list[tuple[int, int, int | None]] = []

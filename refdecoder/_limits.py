@@ -51,6 +51,9 @@ class Limits:
     * ``parser_stacks``: simultaneous parser stacks (ambiguity) at one byte.
     * ``compile_seconds``: wall-clock time of one compilation.
     * ``object_properties``: properties one object schema names.
+    * ``alternatives``: object (or array) shapes in one union, as ``anyOf``/``oneOf``/``not`` build them.
+    * ``key_rules``: key languages (``patternProperties`` rules and complemented ``exists`` entries)
+      that partition one object's undeclared keys (the partition has up to 2**key_rules regions).
     * ``repeat_bound``: the largest count a spec may ask the reference to unroll or count up to
       (``minLength``/``maxLength``, ``minItems``, ``minContains``/``maxContains``, ``minProperties``,
       regex and GBNF ``{n,m}``, ``prefixItems`` entries).
@@ -66,6 +69,8 @@ class Limits:
     parser_stacks: int = 4_096
     compile_seconds: float = 30.0
     object_properties: int = 512
+    alternatives: int = 64
+    key_rules: int = 8
     repeat_bound: int = 100_000
     compile_fuel: int = 2_000_000
 

@@ -467,3 +467,23 @@ def test_random_schemas_agree_with_jsonschema(schema: dict[str, Any], data: st.D
             if _float_loses_value(candidate):
                 continue  # Python's float is no oracle for 1e-550 or 1e999 (0.0, inf): the reference is exact
             assert verdict(g, candidate) == validator.is_valid(parsed), (schema, candidate)
+
+
+def test_alternatives_and_key_rules_are_limit_fields() -> None:
+    """The size caps of unions and key partitions come from ``Limits``, so a user can raise them."""
+    one_of = {
+        "oneOf": [
+            {"properties": {"a": {"const": 1}, "b": {"const": 2}}},
+            {"properties": {"a": {"const": 3}, "b": {"const": 4}}},
+        ]
+    }
+    g = refdecoder.compile(JsonSchema(one_of, JsonProfile()))
+    assert verdict(g, '{"a":1}') and not verdict(g, "{}")  # {} meets both branches
+    with pytest.raises(Unsupported) as e:
+        refdecoder.compile(JsonSchema(one_of, JsonProfile()), refdecoder.Limits(alternatives=2))
+    assert e.value.keyword == "oneOf" and "alternatives" in e.value.reason
+    rules = {"patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}, "c$": {}}}
+    refdecoder.compile(JsonSchema(rules, JsonProfile()))
+    with pytest.raises(LimitExceeded) as e2:
+        refdecoder.compile(JsonSchema(rules, JsonProfile()), refdecoder.Limits(key_rules=2))
+    assert e2.value.limit == "key_rules"
