@@ -817,7 +817,8 @@ def _refs(e: Expr, out: list[str]) -> None:
         _refs(e.item, out)
 
 
-def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
+def nullable_rules(rules: dict[str, GbnfRule]) -> dict[str, bool]:
+    """Which rules derive the empty string (least fixpoint)."""
     null = dict.fromkeys(rules, False)
     changed = True
     while changed:
@@ -825,6 +826,11 @@ def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
         for name, r in rules.items():
             if not null[name] and _nullable(r.body, null.__getitem__):
                 null[name] = changed = True
+    return null
+
+
+def left_call_graph(rules: dict[str, GbnfRule], null: dict[str, bool]) -> dict[str, list[str]]:
+    """``A -> B`` when ``A`` may call ``B`` before reading a character."""
 
     def nullable(e: Expr) -> bool:
         return _nullable(e, null.__getitem__)
@@ -834,6 +840,11 @@ def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
         calls: list[str] = []
         _left_refs(r.body, nullable, calls)
         graph[name] = list(dict.fromkeys(calls))
+    return graph
+
+
+def _check_left_recursion(rules: dict[str, GbnfRule]) -> None:
+    graph = left_call_graph(rules, nullable_rules(rules))
     cycle = find_cycle(list(rules), graph.__getitem__)
     if cycle is not None:
         w = cycle[0]

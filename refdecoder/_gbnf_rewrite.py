@@ -55,43 +55,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._gbnf import AltE, Chars, Expr, GbnfRule, Lit, Ref, RepE, SeqE, _left_refs, _nullable, _sccs
+from ._gbnf import (
+    AltE,
+    Chars,
+    Expr,
+    GbnfRule,
+    Lit,
+    Ref,
+    RepE,
+    SeqE,
+    _left_refs,
+    _nullable,
+    _sccs,
+    left_call_graph,
+    nullable_rules,
+)
 from ._limits import Deadline
 from .errors import Unsupported
 
-__all__ = ["remove_left_recursion", "REWRITE_SYMBOLS", "nullable_rules", "left_call_graph"]
+__all__ = ["remove_left_recursion", "REWRITE_SYMBOLS"]
 
 #: Symbols (summed over all productions of one component) above which a rewrite is refused.
 REWRITE_SYMBOLS = 20_000
 
 Production = tuple[Expr, ...]
 _NOTHING = AltE(())  # the empty language (no string at all)
-
-
-def nullable_rules(rules: dict[str, GbnfRule]) -> dict[str, bool]:
-    """Which rules derive the empty string (least fixpoint)."""
-    null = dict.fromkeys(rules, False)
-    changed = True
-    while changed:
-        changed = False
-        for name, r in rules.items():
-            if not null[name] and _nullable(r.body, null.__getitem__):
-                null[name] = changed = True
-    return null
-
-
-def left_call_graph(rules: dict[str, GbnfRule], null: dict[str, bool]) -> dict[str, list[str]]:
-    """``A -> B`` when ``A`` may call ``B`` before reading a character."""
-
-    def nullable(e: Expr) -> bool:
-        return _nullable(e, null.__getitem__)
-
-    graph: dict[str, list[str]] = {}
-    for name, r in rules.items():
-        calls: list[str] = []
-        _left_refs(r.body, nullable, calls)
-        graph[name] = list(dict.fromkeys(calls))
-    return graph
 
 
 def remove_left_recursion(rules: dict[str, GbnfRule], deadline: Deadline) -> dict[str, GbnfRule]:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ._fsa import CodepointDFA
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
-from ._lexeme import ByteDFA
+from ._lexeme import ByteDFA, can_continue
 
 __all__ = ["KeyLexeme", "language_size", "MAX_CACHED"]
 
@@ -121,10 +121,7 @@ class KeyLexeme:
 
     def can_continue(self, state: Hashable) -> bool:
         st: Any = state
-        lex = self._lex(st)
-        if isinstance(lex, ByteDFA):
-            return bool(lex.live_bytes(st[1]))
-        return lex.can_continue(st[1])
+        return can_continue(self._lex(st), st[1])
 
     def dfa_view(self, state: Hashable) -> tuple[ByteDFA, int] | None:
         """The byte table and its state that read exactly what this state reads (``_tokens``)."""
@@ -140,29 +137,10 @@ class KeyLexeme:
             word = lex.witness(st[1])
             assert word is not None
             return word
-        return _shortest_suffix(lex, st[1])
+        return lex.shortest_suffix(st[1])
 
     def __repr__(self) -> str:
         return f"KeyLexeme(region={self.region.size} states, unicode_escapes={self._escapes})"
-
-
-def _shortest_suffix(dfa: ByteDFA, q: int) -> bytes:
-    """Breadth-first: a shortest byte string from ``q`` to a final state of a trim DFA."""
-    prev: dict[int, tuple[int, int]] = {q: (q, -1)}
-    queue = [q]
-    for s in queue:
-        if dfa.is_final(s):
-            out = bytearray()
-            while s != q:
-                s, b = prev[s]
-                out.append(b)
-            return bytes(reversed(out))
-        for b in dfa.live_bytes(s):
-            t = dfa.step(s, b)
-            if t is not None and t not in prev:
-                prev[t] = (s, b)
-                queue.append(t)
-    raise AssertionError("a trim DFA reaches a final state from every state")
 
 
 def language_size(dfa: CodepointDFA, cap: int) -> int | None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Lexeme", "ByteDFA", "utf8_sequences", "live_states"]
+__all__ = ["Lexeme", "ByteDFA", "utf8_sequences", "live_states", "can_continue"]
 
 DEAD = -1
 
@@ -159,6 +159,24 @@ class ByteDFA:
             out[s] = row
         return out
 
+    def shortest_suffix(self, state: int) -> bytes:
+        """Breadth-first: a shortest byte string from ``state`` to a final state (trim: one exists)."""
+        prev: dict[int, tuple[int, int]] = {state: (state, -1)}
+        queue = [state]
+        for s in queue:
+            if s in self._finals:
+                out = bytearray()
+                while s != state:
+                    s, b = prev[s]
+                    out.append(b)
+                return bytes(reversed(out))
+            for b in self.live_bytes(s):
+                t = self._table[s * 256 + b]
+                if t not in prev:
+                    prev[t] = (s, b)
+                    queue.append(t)
+        raise AssertionError("a trim DFA reaches a final state from every state")
+
     def live_bytes(self, state: int) -> bytes:
         """The bytes with a transition out of ``state``."""
         if self._live_bytes is None:
@@ -276,3 +294,12 @@ def _enc_len(c: int) -> int:
         if c <= m:
             return n
     raise ValueError(f"code point {c:#x} is beyond U+10FFFF")
+
+
+def can_continue(lexeme: Any, state: Hashable) -> bool:
+    """Some byte continues ``state``: a ByteDFA's live bytes, a lexeme's own ``can_continue``, else
+    assumed (a lexeme without the probe is checked byte by byte by its ``step``)."""
+    if isinstance(lexeme, ByteDFA):
+        return bool(lexeme.live_bytes(state))  # type: ignore[arg-type]
+    probe = getattr(lexeme, "can_continue", None)
+    return True if probe is None else bool(probe(state))

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from ._ir import CALL, Lex, Network, receives
-from ._lexeme import ByteDFA
+from ._lexeme import ByteDFA, can_continue
 from .errors import LimitExceeded
 
 __all__ = ["State", "Parser", "Frame", "Stack"]
@@ -136,7 +136,7 @@ class Parser:
             node_id, local = stack[-1]
             node = nodes[node_id]
             if isinstance(node, Lex):
-                if _can_continue(node.lexeme, local):
+                if can_continue(node.lexeme, local):
                     out.add(stack)
                 if len(out) > self.max_stacks:
                     raise LimitExceeded("parser_stacks", len(out), self.max_stacks)
@@ -180,7 +180,7 @@ class Parser:
             if nxt is None:
                 continue
             new = stack[:-1] + ((node_id, nxt),)
-            if _can_continue(lexeme, nxt):
+            if can_continue(lexeme, nxt):
                 kept.add(new)
             if lexeme.is_final(nxt):
                 pending.append(self._pop(new))
@@ -203,10 +203,3 @@ class Parser:
             else:
                 acc.update(b for b in range(256) if lexeme.step(lstate, b) is not None)
         return bytes(sorted(acc))
-
-
-def _can_continue(lexeme: Any, lstate: Hashable) -> bool:
-    if isinstance(lexeme, ByteDFA):
-        return bool(lexeme.live_bytes(lstate))  # type: ignore[arg-type]
-    probe = getattr(lexeme, "can_continue", None)
-    return True if probe is None else bool(probe(lstate))

@@ -69,7 +69,7 @@ from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._keymemory import language_size
-from ._lexeme import ByteDFA
+from ._lexeme import ByteDFA, can_continue
 from ._numbers import MAX_CONJUNCTIONS, MAX_CONSTANT_BITS, NumberLexeme, NumberPredicate, any_number_dfa
 from ._parser import Parser
 from .errors import LimitExceeded, Unsupported
@@ -276,19 +276,6 @@ class _NumbersMinus:
 _Part = ByteDFA | NumberLexeme | JsonStringLexeme | _NumbersMinus
 
 
-def _can_continue(lex: _Part, state: Hashable) -> bool:
-    if isinstance(lex, ByteDFA):
-        return bool(lex.live_bytes(state))  # type: ignore[arg-type]
-    probe = getattr(lex, "can_continue", None)
-    return True if probe is None else bool(probe(state))
-
-
-def _shortest_suffix(dfa: ByteDFA, q: int) -> bytes:
-    from ._keymemory import _shortest_suffix as bfs
-
-    return bfs(dfa, q)
-
-
 class ScalarValueLexeme:
     """The JSON texts of ``null`` (if ``null``), the ``booleans``, the numbers of ``number`` and the
     strings of ``string``, minus the values the state excludes. States: ``(X, part, inner state, raw)``
@@ -424,7 +411,7 @@ class ScalarValueLexeme:
     def can_continue(self, state: Hashable) -> bool:
         st: Any = state
         barred, part, inner, _ = st
-        return part < 0 or _can_continue(self.parts(barred)[part], inner)
+        return part < 0 or can_continue(self.parts(barred)[part], inner)
 
     def dfa_view(self, state: Hashable) -> tuple[ByteDFA, int] | None:
         """The byte table and its state reading what this state reads (``_tokens``), inside a part."""
@@ -454,7 +441,7 @@ def _part_witness(lex: _Part, state: Hashable) -> bytes:
     if lex.is_final(state):
         return b""
     if isinstance(lex, ByteDFA):
-        return _shortest_suffix(lex, state)  # type: ignore[arg-type]
+        return lex.shortest_suffix(state)  # type: ignore[arg-type]
     word = lex.witness(state)
     assert word is not None, "a trim lexeme has a witness"
     return word

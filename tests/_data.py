@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,22 @@ def ratchet(name: str, status: dict[str, str], what: str, capsys: pytest.Capture
     if improved:
         with capsys.disabled():
             print(f"{len(improved)} newly compile; update with MASKCERT_UPDATE_BASELINES=1")
+
+
+def assert_live_prefixes_complete(g: Any, text: bytes, valid: Callable[[bytes], bool], context: Any) -> None:
+    """No dead ends: from the start and from every prefix of ``text`` the matcher keeps alive, the
+    structural completion exists, the matcher accepts it, and so does the independent ``valid``."""
+    s = g.initial()
+    for i in range(len(text) + 1):
+        if s.is_dead:
+            return
+        word = g.completion(s)
+        assert word is not None, (context, text[:i])
+        done = text[:i] + word
+        assert g.accepts(done) and valid(done), (context, done)
+        if i == len(text):
+            return
+        nxt = g.advance_byte(s, text[i])
+        if nxt is None:
+            return
+        s = nxt

@@ -21,6 +21,8 @@ import refdecoder
 from refdecoder._fsa import CodepointDFA
 from refdecoder._keymemory import KeyLexeme, language_size
 
+from ._data import assert_live_prefixes_complete
+
 
 def _compile(schema: dict[str, Any], **profile: Any) -> refdecoder.Grammar:
     return refdecoder.compile_json_schema(schema, **profile)
@@ -194,14 +196,4 @@ def test_verdicts_equal_the_oracle(schema: dict[str, Any], text: bytes) -> None:
 @settings(max_examples=200, deadline=None)
 @given(_schemas(), _objects())
 def test_every_live_prefix_completes(schema: dict[str, Any], text: bytes) -> None:
-    g = _compile(schema)
-    s = g.initial()
-    for i in range(len(text)):
-        nxt = g.advance_byte(s, text[i])
-        if nxt is None:
-            break
-        s = nxt
-        word = g.completion(s)
-        assert word is not None, (schema, text[: i + 1])
-        done = text[: i + 1] + word
-        assert g.accepts(done) and _oracle(schema, done), (schema, done)
+    assert_live_prefixes_complete(_compile(schema), text, lambda t: _oracle(schema, t), schema)

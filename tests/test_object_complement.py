@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import refdecoder
 
+from ._data import assert_live_prefixes_complete
+
 
 def _valid(schema: dict[str, Any], text: bytes) -> bool:
     return bool(jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)))
@@ -117,12 +119,4 @@ def test_every_live_prefix_completes(schema: dict[str, Any], text: bytes) -> Non
         g = refdecoder.compile_json_schema(schema)
     except (refdecoder.Unsupported, refdecoder.LimitExceeded):
         return
-    s = g.initial()
-    for i in range(len(text)):
-        nxt = g.advance_byte(s, text[i])
-        if nxt is None:
-            break
-        s = nxt
-        word = g.completion(s)
-        assert word is not None, (schema, text[: i + 1])
-        assert g.accepts(text[: i + 1] + word) and _valid(schema, text[: i + 1] + word), (schema, word)
+    assert_live_prefixes_complete(g, text, lambda t: _valid(schema, t), schema)
