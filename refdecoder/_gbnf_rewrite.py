@@ -1,6 +1,6 @@
-"""Left-recursion removal for GBNF rules, at the grammar level, before the IR is built.
+"""Left-recursion removal for grammar rules (the syntax tree of ``_grammar_ast``), before the IR is built.
 
-The IR refuses left recursion (``_ir._check_left_recursion``: the parser's stack set would be infinite),
+The IR refuses left recursion (``_ir``'s left-call check: the parser's stack set would be infinite),
 but grammars written for Earley-based engines use it (``expr ::= expr "+" term | term``). This module
 rewrites the rules of every left-recursive strongly connected component into rules with the *same
 language* and no left recursion, by Paull's algorithm (Aho, Lam, Sethi, Ullman, *Compilers*, 2nd ed.,
@@ -45,9 +45,9 @@ least solution does not). ε-separation is exact by the identities in 1.
 No left recursion remains: every production of ``Bi`` starts with a non-nullable symbol that is a
 terminal piece, a rule outside ``S`` (which cannot left-reach ``S``, else it would be in ``S``), or
 ``Bl`` with ``l > i`` (Aho et al.'s invariant), and ``(α ..)*`` only follows the non-nullable ``β``.
-``_gbnf`` checks the result again (``_check_left_recursion``) and the IR checks the network.
+The pipeline (``_gbnf``) checks the result again and the IR checks the network.
 
-Refused: a rewrite whose productions would exceed ``REWRITE_SYMBOLS`` symbols (substitution can grow
+Refused: a rewrite whose productions would exceed ``Limits.rewrite_symbols`` symbols (substitution can grow
 exponentially), as ``Unsupported("gbnf-left-recursion", rule, why)`` naming the rule being rewritten.
 """
 
@@ -55,45 +55,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._gbnf import (
-    AltE,
-    Chars,
-    Expr,
-    GbnfRule,
-    Lit,
-    Ref,
-    RepE,
-    SeqE,
-    _left_refs,
-    _nullable,
-    _sccs,
-    left_call_graph,
-    nullable_rules,
-)
-from ._limits import Deadline
+from ._grammar_analysis import expr_nullable, left_call_graph, left_references, nullable_rules, sccs
+from ._grammar_ast import AltE, Chars, Expr, Lit, Ref, RepE, Rule, SeqE
+from ._limits import Deadline, Limits
 from .errors import Unsupported
 
-__all__ = ["remove_left_recursion", "REWRITE_SYMBOLS"]
+__all__ = ["remove_left_recursion"]
 
 #: Symbols (summed over all productions of one component) above which a rewrite is refused.
-REWRITE_SYMBOLS = 20_000
 
 Production = tuple[Expr, ...]
 _NOTHING = AltE(())  # the empty language (no string at all)
 
 
-def remove_left_recursion(rules: dict[str, GbnfRule], deadline: Deadline) -> dict[str, GbnfRule]:
+def remove_left_recursion(rules: dict[str, Rule], limits: Limits) -> dict[str, Rule]:
     """The rules with every left-recursive component rewritten (module docstring), also those the root
-    does not reach (llama.cpp checks every rule too); the same dict when there is none."""
+    does not reach (llama.cpp checks every rule too); the same dict when there is none. Refused past
+    ``limits.rewrite_symbols`` symbols; the compile clock is ``limits.compile_seconds``."""
     null = nullable_rules(rules)
     left = left_call_graph(rules, null)
     order = {name: i for i, name in enumerate(rules)}  # Paull's order: as the rules are written
     components = [
-        sorted(c, key=order.__getitem__) for c in _sccs(list(rules), left) if len(c) > 1 or c[0] in left[c[0]]
+        sorted(c, key=order.__getitem__) for c in sccs(list(rules), left) if len(c) > 1 or c[0] in left[c[0]]
     ]
     if not components:
         return rules
-    rewriter = _Rewriter(rules, null, deadline)
+    rewriter = _Rewriter(rules, null, Deadline(limits.compile_seconds), limits.rewrite_symbols)
     for component in components:
         rewriter.rewrite(component)
     return rewriter.rules
@@ -110,15 +97,18 @@ def _alt(options: Iterable[Expr]) -> Expr:
 
 
 class _Rewriter:
-    def __init__(self, rules: dict[str, GbnfRule], null: dict[str, bool], deadline: Deadline) -> None:
+    def __init__(
+        self, rules: dict[str, Rule], null: dict[str, bool], deadline: Deadline, max_symbols: int
+    ) -> None:
         self.source = rules
+        self.max_symbols = max_symbols
         self.rules = dict(rules)
         self.null = dict(null)
         self.deadline = deadline
         self.companion: dict[str, str] = {}  # nullable rule -> its ε-free companion
 
     def nullable(self, e: Expr) -> bool:
-        return _nullable(e, self.null.__getitem__)
+        return expr_nullable(e, self.null.__getitem__)
 
     # -- 1. ε-separation
     def nonempty_rule(self, name: str) -> str:
@@ -130,8 +120,8 @@ class _Rewriter:
             got = self.companion[name] = name + "+"
             self.null[got] = False
             r = self.source[name]
-            self.rules[got] = GbnfRule(got, _NOTHING, r.line, r.col)  # placeholder while recursing
-            self.rules[got] = GbnfRule(got, self.nonempty(r.body), r.line, r.col)
+            self.rules[got] = Rule(got, _NOTHING, r.line, r.col)  # placeholder while recursing
+            self.rules[got] = Rule(got, self.nonempty(r.body), r.line, r.col)
         return got
 
     def nonempty(self, e: Expr) -> Expr:
@@ -176,7 +166,7 @@ class _Rewriter:
 
     def reaches(self, e: Expr, system: set[str]) -> bool:
         calls: list[str] = []
-        _left_refs(e, self.nullable, calls)
+        left_references(e, self.nullable, calls)
         return any(c in system for c in calls)
 
     # -- 3. Paull's algorithm (Aho, Lam, Sethi, Ullman, Algorithm 4.19)
@@ -204,22 +194,22 @@ class _Rewriter:
                 prods[bi] = betas
         for a, b in zip(component, names):
             r = self.rules[b]
-            self.rules[b] = GbnfRule(b, _alt(_seq(p) for p in prods[b]), r.line, r.col)
+            self.rules[b] = Rule(b, _alt(_seq(p) for p in prods[b]), r.line, r.col)
             if b != a:  # A ::= A+ | ""
                 ra = self.rules[a]
-                self.rules[a] = GbnfRule(a, AltE((Ref(b, ra.line, ra.col), SeqE(()))), ra.line, ra.col)
+                self.rules[a] = Rule(a, AltE((Ref(b, ra.line, ra.col), SeqE(()))), ra.line, ra.col)
 
     def null_free(self, name: str) -> str:
         """``name``'s member of the ε-free system, its body in ``ne`` form."""
         if self.null[name]:
             return self.nonempty_rule(name)
         r = self.source[name]
-        self.rules[name] = GbnfRule(name, self.nonempty(r.body), r.line, r.col)
+        self.rules[name] = Rule(name, self.nonempty(r.body), r.line, r.col)
         return name
 
     def check_size(self, component: list[str], i: int, prods: dict[str, list[Production]]) -> None:
         size = sum(len(p) for ps in prods.values() for p in ps)
-        if size > REWRITE_SYMBOLS:
+        if size > self.max_symbols:
             rule = component[i]
             r = self.source[rule]
             raise Unsupported(
@@ -227,8 +217,8 @@ class _Rewriter:
                 rule,
                 f"removing the left recursion through rule {rule!r} (line {r.line}; component "
                 f"{', '.join(component[:6])}{', ...' if len(component) > 6 else ''}) by Paull's algorithm "
-                f"would take more than {REWRITE_SYMBOLS} symbols; rewrite it with repetition, "
-                "e.g. 'expr ::= term (\"+\" term)*'",
+                f"would take more than {self.max_symbols} symbols (raise it with --limit rewrite_symbols=N); "
+                "or rewrite it with repetition, e.g. 'expr ::= term (\"+\" term)*'",
             )
 
 

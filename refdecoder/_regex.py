@@ -46,7 +46,7 @@ from refdecoder._cpclasses import (
     unicode_property,
 )
 from refdecoder._cpset import ALPHABET, CPSet, complement, normalize, union
-from refdecoder._fsa import _NFA, CodepointDFA, _canonical, _determinize, dfa_bound
+from refdecoder._fsa import CodepointDFA, Nfa, canonical, determinize, dfa_bound
 from refdecoder._lexeme import ByteDFA
 from refdecoder._limits import Limits, check_bound, current_limits
 from refdecoder.errors import LimitExceeded, SpecError, Unsupported
@@ -547,7 +547,7 @@ def _as_set(x: int | CPSet) -> CPSet:
 # ---------------------------------------------------------------------------------------------
 class _Thompson:
     def __init__(self) -> None:
-        self.nfa = _NFA(_regex_nfa_bound())
+        self.nfa = Nfa(_regex_nfa_bound())
         self.asserts: dict[int, list[tuple[str, int]]] = {}
 
     def build(self, node: Node) -> tuple[int, int]:
@@ -607,13 +607,13 @@ _NL = 0x0A
 
 
 def _phase_product(
-    nfa: _NFA,
+    nfa: Nfa,
     asserts: dict[int, list[tuple[str, int]]],
     start: int,
     final: int,
     universal: list[int],
-) -> tuple[_NFA, int, list[int], list[int]]:
-    out = _NFA(_regex_nfa_bound() * 2)
+) -> tuple[Nfa, int, list[int], list[int]]:
+    out = Nfa(_regex_nfa_bound() * 2)
     ids: dict[tuple[int, int, int], int] = {}
     queue: list[tuple[int, int, int]] = []
 
@@ -697,5 +697,5 @@ def _compile_node(node: Node, mode: Mode, max_states: int) -> CodepointDFA:
         nfa, s, finals, universal = _phase_product(nfa, th.asserts, s, f, universal)
     else:
         finals = [f]
-    rows, fin = _determinize(nfa, [s], finals, max_states=max_states, universal=universal)
-    return _canonical(rows, 0, fin)
+    rows, fin = determinize(nfa, [s], finals, max_states=max_states, universal=universal)
+    return canonical(rows, 0, fin)

@@ -7,6 +7,7 @@ Semantics (documented in ``_regex``): ``\\d``, ``\\w``, ``\\s`` and ``.`` mean e
 
 from __future__ import annotations
 
+from ._fsa import ByteViewTooLarge
 from ._ir import GrammarBuilder, Network
 from .errors import LimitExceeded
 from .grammar import Limits, Regex
@@ -20,11 +21,9 @@ def compile_regex_network(spec: Regex, limits: Limits) -> Network:
     if dfa.is_empty():
         return builder.finish(builder.alt([]))
     try:  # the byte table's construction stops at the bound (not at an internal cap)
-        lexeme = dfa.to_utf8(max_states=limits.automaton_states)
-    except LimitExceeded as e:
-        if e.limit != "byte_dfa_states":
-            raise
-        raise LimitExceeded("automaton_states", e.value, limits.automaton_states, "pattern") from None
+        lexeme = dfa.to_utf8(max_states=limits.automaton_states, limit="automaton_states")
+    except ByteViewTooLarge as e:
+        raise LimitExceeded(e.limit, e.value, e.bound, "pattern") from None
     if lexeme.num_states > limits.automaton_states:
         raise LimitExceeded("automaton_states", lexeme.num_states, limits.automaton_states, "pattern")
     return builder.finish(builder.lex(lexeme))

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from refdecoder._fsa import CodepointDFA
 from refdecoder._lexeme import ByteDFA
+from refdecoder._limits import Limits, budget_scope
 from refdecoder._regex import compile_regex_dfa
 from refdecoder.errors import LimitExceeded
 
@@ -406,3 +407,14 @@ def test_conversions_are_memoized():
     b = compile_regex_dfa("[a-z]+@[a-z]+", flavor="python", mode="fullmatch")
     assert a.to_json_string() is b.to_json_string()
     assert a.to_utf8() is b.to_utf8()
+
+
+def test_byte_dfa_states_is_read_from_the_running_limits() -> None:
+    dfa = CodepointDFA.from_intervals([(0x80, 0x10FFFF)])
+    assert dfa.to_utf8().num_states > 3  # the default bound takes it
+    with budget_scope(Limits(byte_dfa_states=3)), pytest.raises(LimitExceeded) as ei:
+        dfa.to_utf8()
+    assert ei.value.limit == "byte_dfa_states" and ei.value.bound == 3
+    with budget_scope(Limits(byte_dfa_states=3)), pytest.raises(LimitExceeded) as ei:
+        dfa.to_json_string()
+    assert ei.value.limit == "byte_dfa_states"

@@ -21,7 +21,7 @@ import refdecoder
 from props.checks.witness import breadth_first_completion as shortest_completion
 from props.corpus.gbnf_check import gbnf_accepts, gbnf_generate, gbnf_viable_bytes
 from refdecoder import Gbnf, Grammar, LimitExceeded, Limits, MaskcertError, SpecError, Unsupported
-from refdecoder._gbnf_compile import compile_gbnf_network
+from refdecoder._gbnf import compile_gbnf_network
 
 from ._data import ratchet, shared_data
 
@@ -204,7 +204,7 @@ UNSUPPORTED: list[tuple[str, str, str]] = [
 def test_refusals(text: str, keyword: str, pointer: str) -> None:
     with pytest.raises(Unsupported) as ei:
         refdecoder.compile_gbnf(text)
-    assert (ei.value.keyword, ei.value.json_pointer) == (keyword, pointer)
+    assert (ei.value.keyword, ei.value.where) == (keyword, pointer)
 
 
 def test_left_recursion_is_a_language_the_checker_still_decides() -> None:
@@ -236,6 +236,23 @@ def test_limits() -> None:
     with pytest.raises(LimitExceeded) as ei:
         refdecoder.compile_gbnf('root ::= "' + "a" * 100 + '"', limits=Limits(schema_bytes=50))
     assert ei.value.limit == "schema_bytes"
+
+
+@pytest.mark.parametrize("dialect", ["llama.cpp", "xgrammar"])
+def test_repetition_count_is_a_limits_field(dialect: str) -> None:
+    text = 'root ::= "a"{0,50} "b"'
+    assert refdecoder.compile(Gbnf(text, dialect=dialect)).accepts(b"aab")  # the default compiles it
+    with pytest.raises(LimitExceeded) as ei:
+        refdecoder.compile(Gbnf(text, dialect=dialect), limits=Limits(repetition_count=49))
+    assert ei.value.limit == "repetition_count" and ei.value.bound == 49
+
+
+def test_byte_dfa_states_bounds_a_class_automaton() -> None:
+    text = "root ::= [^a] [0-9]"
+    assert refdecoder.compile_gbnf(text).accepts("é1".encode())  # the default compiles it
+    with pytest.raises(LimitExceeded) as ei:
+        refdecoder.compile_gbnf(text, limits=Limits(byte_dfa_states=3))
+    assert ei.value.limit == "byte_dfa_states"
 
 
 def test_hostile_sizes_compile_quickly() -> None:

@@ -23,8 +23,7 @@ from hypothesis import strategies as st
 import refdecoder
 from props.corpus.gbnf_check import gbnf_accepts
 from refdecoder import Gbnf, Grammar, LimitExceeded, Limits, Unsupported
-from refdecoder._gbnf_compile import compile_gbnf_network
-from refdecoder._gbnf_rewrite import REWRITE_SYMBOLS
+from refdecoder._gbnf import compile_gbnf_network
 
 ALPHABET = "ab"
 MAX_LEN = 6
@@ -310,7 +309,18 @@ def test_size_bound_is_a_precise_refusal() -> None:
         refdecoder.compile_gbnf(text)
     e = ei.value
     assert e.keyword == "gbnf-left-recursion"
-    assert e.json_pointer.startswith("r") and str(REWRITE_SYMBOLS) in e.reason
+    assert e.where.startswith("r") and str(Limits().rewrite_symbols) in e.reason
+
+
+def test_rewrite_symbols_is_a_limits_field() -> None:
+    n = 4
+    lines = [f'r{i} ::= r{(i + 1) % n} "a" | r{(i + 1) % n} "b" | "c"' for i in range(n)]
+    text = "root ::= r0\n" + "\n".join(lines)
+    assert refdecoder.compile_gbnf(text).accepts(b"cab")  # the default compiles it
+    with pytest.raises(Unsupported) as ei:  # refused as the rewrite's own refusal, naming the bound
+        refdecoder.compile_gbnf(text, limits=Limits(rewrite_symbols=10))
+    e = ei.value
+    assert e.keyword == "gbnf-left-recursion" and "more than 10 symbols" in e.reason
 
 
 def test_small_rings_are_rewritten() -> None:

@@ -173,8 +173,16 @@ def test_lookahead_the_grammar_does_not_imply_is_refused(text: str, rule: str, u
     with pytest.raises(Unsupported) as ei:
         ref(text)
     e = ei.value
-    assert (e.keyword, e.json_pointer) == ("lookahead", rule)
+    assert (e.keyword, e.where) == ("lookahead", rule)
     assert f"rule {used_in!r}" in e.reason
+
+
+def test_lookahead_steps_is_a_limits_field() -> None:
+    text = 'root ::= a ("," a)* ";"\na ::= [0-9]+ (= [,;])'
+    assert ref(text).accepts(b"1,22;")  # the default proves it
+    with pytest.raises(Unsupported) as ei:  # out of steps: no proof, hence a refusal
+        refdecoder.compile(Gbnf(text, dialect="xgrammar"), limits=refdecoder.Limits(lookahead_steps=1))
+    assert (ei.value.keyword, ei.value.where) == ("lookahead", "a")
 
 
 # -- xgrammar's own test grammars ---------------------------------------------------------------------------
@@ -246,7 +254,7 @@ def test_builtin_json_lookahead_the_grammar_does_not_imply_is_refused() -> None:
     # indeed forbid the token '"}]' after '[{"a":"b' on a vocabulary that has it: a valid JSON text.)
     with pytest.raises(Unsupported) as ei:
         ref(builtin_json())
-    assert (ei.value.keyword, ei.value.json_pointer) == ("lookahead", "characters_and_embrace")
+    assert (ei.value.keyword, ei.value.where) == ("lookahead", "characters_and_embrace")
     assert xg_accepts(builtin_json(), b'[{"a":"b"}]')
 
 

@@ -163,7 +163,7 @@ def test_python_categories_are_res():
 def test_python_refusals(pattern):
     with pytest.raises(Unsupported) as e:
         compile_regex_dfa(pattern, flavor="python", mode="fullmatch", where="/x")
-    assert e.value.keyword == "regex" and e.value.json_pointer == "/x"
+    assert e.value.keyword == "regex" and e.value.where == "/x"
 
 
 @pytest.mark.parametrize(
