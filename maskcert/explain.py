@@ -6,21 +6,23 @@ reference compiles it into the language exactly), ``annotation`` (it constrains 
 2020-12's meta-data, content and core keywords, and ``format`` unless the profile asserts formats),
 ``refused`` (the reference cannot decide it: why), or ``ignored`` (not a keyword of 2020-12: an
 annotation by the spec). The classification reads the JSON Schema front-end's own tables
-(``refdecoder._jsonschema.KEYWORDS``, ``ANNOTATIONS``, ``REFUSED``), so it cannot drift from what the
-compiler does; the compile's own verdict (supported, or the first refusal with its pointer, or the
-limit it crossed) follows the table. A subschema of an older draft (its ``$schema``, or the profile's
-``draft``) is classified with that draft's table (``refdecoder._jsonschema.KEYWORDS_BY_DRAFT``).
+(``refdecoder.keywords``: ``enforced``, ``ANNOTATIONS``, ``refused``), so it cannot drift from what
+the compiler does; the compile's own verdict (supported, or the first refusal with its pointer, or the
+limit it crossed) follows the table, after the limits in force (:func:`format_limits`: every
+``refdecoder.Limits`` field, any spec kind). A subschema of an older draft (its ``$schema``, or the profile's
+``draft``) is classified with that draft's table (``refdecoder.keywords.enforced(draft)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import fields
 from typing import Any
 
-from refdecoder import JsonProfile
-from refdecoder._jsonschema import ANNOTATIONS, KEYWORDS, REFUSED
+from refdecoder import JsonProfile, Limits
+from refdecoder.keywords import ANNOTATIONS, UNKNOWN_DRAFT, dialect_of, enforced, refused
 
-__all__ = ["keyword_decisions", "format_decisions"]
+__all__ = ["keyword_decisions", "format_decisions", "format_limits"]
 
 # JSON Schema 2020-12 Core §10 (applicators) and §8.2.4 ($defs); draft-07 names kept for old schemas.
 _ONE: tuple[str, ...] = (
@@ -57,14 +59,11 @@ def _subschemas(schema: dict[str, Any], ptr: str) -> Iterator[tuple[str, Any]]:
 
 def _decide_draft(kw: str, schema: dict[str, Any], profile: JsonProfile, draft: str) -> tuple[str, str]:
     """``_decide`` for a subschema read in an older draft (refdecoder/_drafts.py)."""
-    from refdecoder._drafts import UNKNOWN
-    from refdecoder._jsonschema import KEYWORDS_BY_DRAFT, REFUSED_BY_DRAFT
-
-    if draft == UNKNOWN:
+    if draft == UNKNOWN_DRAFT:
         return "refused", "its $schema names no draft the reference knows"
     if draft in ("draft-04", "draft-06", "draft-07") and "$ref" in schema and kw != "$ref":
         return "ignored", f"next to '$ref', which hides its siblings in {draft}"
-    table = KEYWORDS_BY_DRAFT[draft]
+    table = enforced(draft)
     if kw in ("format", "$defs", "definitions"):
         return _decide(kw, schema, profile)
     if kw == "additionalItems":
@@ -80,8 +79,8 @@ def _decide_draft(kw: str, schema: dict[str, Any], profile: JsonProfile, draft: 
         and draft == "2019-09"
     ):
         return _decide(kw, schema, profile)
-    if kw in REFUSED_BY_DRAFT.get(draft, {}):
-        return "refused", REFUSED_BY_DRAFT[draft][kw]
+    if kw in refused(draft):
+        return "refused", refused(draft)[kw]
     if kw in ANNOTATIONS or kw in ("id", "$recursiveAnchor"):
         return "annotation", "constrains nothing (meta-data, content or core keyword)"
     return "ignored", f"not a {draft} keyword: an annotation, as the spec says of unknown keywords"
@@ -101,17 +100,15 @@ def _decide(kw: str, schema: dict[str, Any], profile: JsonProfile) -> tuple[str,
         return "annotation", "holds subschemas; they count where $ref reaches them"
     if kw in ANNOTATIONS:
         return "annotation", "constrains nothing (meta-data, content or core keyword)"
-    if kw in KEYWORDS:
+    if kw in enforced():
         return "enforced", "compiled into the language exactly"
-    if kw in REFUSED:
-        return "refused", REFUSED[kw]
+    if kw in refused():
+        return "refused", refused()[kw]
     return "ignored", "not a 2020-12 keyword: an annotation, as the spec says of unknown keywords"
 
 
 def keyword_decisions(schema: Any, profile: JsonProfile) -> list[tuple[str, str, str, str]]:
     """``(pointer, keyword, decision, why)`` for every keyword of every subschema, in document order."""
-    from refdecoder._drafts import dialect_of
-
     out: list[tuple[str, str, str, str]] = []
     stack: list[tuple[str, Any, str]] = [("", schema, profile.draft)]
     seen = 0
@@ -145,3 +142,15 @@ def format_decisions(rows: list[tuple[str, str, str, str]]) -> str:
     w_ptr = min(40, max(len(r[0]) for r in rows))
     w_kw = min(24, max(len(r[1]) for r in rows))
     return "\n".join(f"{p:<{w_ptr}}  {k:<{w_kw}}  {d:<10}  {why}" for p, k, d, why in rows)
+
+
+def format_limits(limits: Limits) -> str:
+    """The limits the compile runs under, every ``Limits`` field (``--explain``): its value, and its
+    default where ``--limit NAME=VALUE`` changed it."""
+    default = Limits()
+    rows = [(f.name, getattr(limits, f.name), getattr(default, f.name)) for f in fields(Limits)]
+    width = max(len(name) for name, _, _ in rows)
+    lines = ["limits (raise one with --limit NAME=VALUE):"]
+    for name, value, base in rows:
+        lines.append(f"  {name:<{width}}  {value}" + ("" if value == base else f"  (default {base})"))
+    return "\n".join(lines)

@@ -12,6 +12,7 @@ from ._matcher import Accepted, Matcher, Outcome, Rejected
 from ._tokens import TERMINATED, TokenGrammar, VocabularyLike, token_trie
 from .errors import (
     LimitExceeded,
+    LimitName,
     MaskcertError,
     NoValidToken,
     SpecError,
@@ -50,6 +51,7 @@ __all__ = [
     "Spec",
     "State",
     "LimitExceeded",
+    "LimitName",
     "MaskcertError",
     "NoValidToken",
     "SpecError",

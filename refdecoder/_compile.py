@@ -38,7 +38,7 @@ def compile(spec: Spec, limits: Limits | None = None) -> Grammar:  # noqa: A001 
             grammar = _compile(spec, limits)
     except RecursionError:  # a backstop: the structural limits should refuse such a spec first
         raise LimitExceeded(
-            "python_recursion",
+            "nesting_depth",
             f"a nest of subschemas, $refs or groups deeper than Python's recursion limit "
             f"({sys.getrecursionlimit()}) allows",
         ) from None
@@ -59,7 +59,7 @@ def _compile(spec: Spec, limits: Limits) -> Grammar:
 
         network = compile_regex_network(spec, limits)
     elif isinstance(spec, Gbnf):
-        from ._gbnf_compile import compile_gbnf_network
+        from ._gbnf import compile_gbnf_network
 
         network = compile_gbnf_network(spec, limits)
     elif isinstance(spec, Choice):

@@ -8,10 +8,10 @@ default). :func:`dialect_of` maps the meta-schema URIs of json-schema.org (http 
 without the empty fragment ``#``) to a draft; any other ``$schema`` is refused, because a meta-schema
 may declare vocabularies the reference does not know.
 
-``_jsonschema.Compiler`` records the dialect of every location while it indexes the documents (a
+``_resolve.Resolver`` records the dialect of every location while it indexes the documents (a
 ``$schema`` switches it for the subschemas below it), with each draft's identifier rules
-(:func:`identifier`), and normalizes a schema object of an older draft with that draft's keyword table
-(``_jsonschema.shape_of_older_draft``, ``KEYWORDS_BY_DRAFT``: the older drafts' keyword functions are
+(:func:`identifier`); ``_jsonschema.Compiler`` normalizes a schema object of an older draft with that
+draft's keyword table (``_jsonschema.shape_of_older_draft``, ``KEYWORDS_BY_DRAFT``: the older drafts' keyword functions are
 built from the front-end's shapes, so they live with them, in its last section). Documents are **not**
 rewritten into 2020-12 ones: a ``$ref`` is a JSON pointer into the document as written (``#/items/0``,
 ``#/definitions/a``), so reading the original keeps every pointer valid, and a rewrite could not express
@@ -67,7 +67,15 @@ from typing import Any
 
 from .grammar import JSON_SCHEMA_DRAFTS
 
-__all__ = ["dialect_of", "identifier", "REF_ALONE", "UNKNOWN"]
+__all__ = [
+    "dialect_of",
+    "identifier",
+    "schema_members",
+    "NAME_MAPS",
+    "REF_ALONE",
+    "UNKNOWN",
+    "VALUE_KEYWORDS",
+]
 
 #: The dialect of a location whose ``$schema`` names no draft the reference knows.
 UNKNOWN = ""
@@ -103,3 +111,21 @@ def identifier(node: dict[str, Any], draft: str) -> tuple[str | None, str | None
     ident = node.get("$id")
     anchor = node.get("$anchor")
     return (ident if isinstance(ident, str) else None), (anchor if isinstance(anchor, str) else None)
+
+
+#: Keywords whose value is a JSON value, not a schema: a walk for identifiers and references skips
+#: them — but a member of that name in a map of schemas (``$defs/default``) is a schema.
+VALUE_KEYWORDS = frozenset(("enum", "const", "examples", "default"))
+#: Keywords whose value maps names (or patterns) to schemas.
+NAME_MAPS = frozenset(
+    ("$defs", "definitions", "properties", "patternProperties", "dependentSchemas", "dependencies")
+)
+
+
+def schema_members(node: dict[str, Any], names: bool) -> list[tuple[str, Any, bool]]:
+    """The members of ``node`` a walk for identifiers and references descends into, each as
+    ``(key, value, value is a map of schemas)``: all of them where ``node`` is a map of schemas
+    (``names``), else all but the value keywords."""
+    if names:
+        return [(k, v, False) for k, v in node.items()]
+    return [(k, v, k in NAME_MAPS) for k, v in node.items() if k not in VALUE_KEYWORDS]

@@ -13,8 +13,8 @@ make it 11,017 states; ``date-time`` glues ``full-date`` in front of it without 
 old construction and the full canonicalization. The JSON front-end reads such large languages
 lazily at the byte level (``refdecoder._jsonstring``), so none of them needs a byte table.
 
-:func:`format_dfa` returns ``None`` for a format we do not implement exactly (``idn-hostname``,
-``idn-email`` and ``regex``, each with its reason in :data:`UNSUPPORTED`; unknown names): the
+:func:`format_dfa` returns ``None`` for a format we do not implement exactly (``idn-hostname``
+and ``regex``, each with its reason in :data:`UNSUPPORTED`; unknown names): the
 caller refuses it (validation 2020-12 §7.2.3: an implementation asserting formats that cannot
 validate one fully must refuse the schema) or treats it as an annotation. Where a Python checker
 (the ones ``jsonschema`` uses) disagrees with the RFC, the RFC wins; each function lists the known
@@ -27,7 +27,8 @@ from collections.abc import Callable, Hashable, Iterable
 from functools import lru_cache
 from typing import Any, Literal
 
-from refdecoder._fsa import CodepointDFA, _from_minimal, _walk_minimal, dfa_bound
+from refdecoder._fsa import CodepointDFA, dfa_bound, from_minimal, walk_minimal
+from refdecoder._idna import idn_name_dfa
 from refdecoder._limits import spend
 from refdecoder._regex import compile_regex_dfa
 from refdecoder.errors import LimitExceeded
@@ -142,9 +143,9 @@ class _Table:
 
     def dfa(self, start: Hashable, finals: Iterable[Hashable]) -> CodepointDFA:
         """The canonical automaton of a table written trim and minimal (the builder argues why):
-        :func:`~refdecoder._fsa._from_minimal` only renumbers it."""
+        :func:`~refdecoder._fsa.from_minimal` only renumbers it."""
         spend(len(self._rows))
-        return _from_minimal(self._rows, self.state(start), [self._ids[f] for f in finals])
+        return from_minimal(self._rows, self.state(start), [self._ids[f] for f in finals])
 
 
 _DIGITS = "0123456789"
@@ -257,7 +258,7 @@ def _glue(first: CodepointDFA, sep: str, second: CodepointDFA) -> CodepointDFA:
     rows.append([])  # n: unused
     rows.extend([(lo, hi, t + start2) for lo, hi, t in second.row(s)] for s in range(second.num_states))
     spend(len(rows))
-    return _from_minimal(rows, 0, [start2 + f for f in second.finals])
+    return from_minimal(rows, 0, [start2 + f for f in second.finals])
 
 
 def duration() -> CodepointDFA:
@@ -293,12 +294,24 @@ def email() -> CodepointDFA:
     limits (64-octet local part, 255-octet domain). jsonschema's own checker only asks for an
     ``@``.
     """
-    atext = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]"
-    dot_string = rf"{atext}+(?:\.{atext}+)*"
-    quoted_string = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"'
     let_dig = "[A-Za-z0-9]"
     sub_domain = f"{let_dig}(?:[A-Za-z0-9-]*{let_dig})?"
     domain = rf"{sub_domain}(?:\.{sub_domain})*"
+    return _rx(f"{_local_part()}@(?:{domain}|{_address_literal()})")
+
+
+def _local_part(extra: str = "") -> str:
+    """RFC 5321 §4.1.2 ``Local-part = Dot-string / Quoted-string`` (RFC 5322 ``atext``;
+    ``qtextSMTP``, ``quoted-pairSMTP``); ``extra``, a class body, extends ``atext`` and
+    ``qtextSMTP`` (RFC 6531 §3.3)."""
+    atext = rf"[A-Za-z0-9!#$%&'*+\-/=?^_`{{|}}~{extra}]"
+    dot_string = rf"{atext}+(?:\.{atext}+)*"
+    quoted_string = rf'"(?:[\x20\x21\x23-\x5b\x5d-\x7e{extra}]|\\[\x20-\x7e])*"'
+    return f"(?:{dot_string}|{quoted_string})"
+
+
+def _address_literal() -> str:
+    """RFC 5321 §4.1.3 ``address-literal`` without General-address-literal (see :func:`email`)."""
     snum = "(?:[0-9]{1,2}|[01][0-9]{2}|2[0-4][0-9]|25[0-5])"
     ipv4 = rf"{snum}(?:\.{snum}){{3}}"
     h = f"{_HEXDIG}{{1,4}}"
@@ -317,8 +330,31 @@ def email() -> CodepointDFA:
         f"{groups(i)}::{groups(j, trailing_colon=True)}{ipv4}" for i in range(5) for j in range(5 - i)
     )
     ipv6 = f"(?:{full}|{comp}|{v4full}|{v4comp})"
-    literal = rf"\[(?:{ipv4}|{_ci('IPv6:')}{ipv6})\]"
-    return _rx(f"(?:{dot_string}|{quoted_string})@(?:{domain}|{literal})")
+    return rf"\[(?:{ipv4}|{_ci('IPv6:')}{ipv6})\]"
+
+
+@lru_cache(maxsize=1)
+def idn_email() -> CodepointDFA:
+    """RFC 6531 §3.3 ``Mailbox``: RFC 5321's (:func:`email`) with ``atext =/ UTF8-non-ascii``,
+    ``qtextSMTP =/ UTF8-non-ascii`` and ``sub-domain =/ U-label``.
+
+    The domain is :func:`refdecoder._idna.idn_name_dfa` (``"mail"``): ASCII sub-domains as in
+    RFC 5321 (``Let-dig [Ldh-str]``), U-labels under IDNA2008's code point rules (RFC 5892
+    categories at Unicode 14.0.0 and contextual rules, RFC 5891 §4.2.3 hyphens and leading marks,
+    RFC 5893's Bidi rule across the domain), ``.`` between labels; or an address literal. Readings:
+    no length limits (as :func:`email`: RFC 5321 §4.5.3.1's, and RFC 1034 §3.1's 63-octet label,
+    which counts the A-label's Punycode octets); a U-label need not be NFC: the code point rules
+    apply to the label as written, not to its NFC form (the JSON-Schema-Test-Suite's reading, "a
+    domain label that is not in Unicode NFC is valid", where RFC 5890 §2.3.2.1 asks NFC of a
+    U-label and RFC 5891 §5 has lookup normalize its input first); an ``xn--`` sub-domain is an LDH
+    one (RFC 5321's grammar; its Punycode is not decoded). The local part is not normalized either (RFC 6532 §3.1 recommends
+    NFC but the grammar takes any ``UTF8-non-ascii``): C1 controls and noncharacters are in it.
+    jsonschema's checker only asks for an ``@``.
+    """
+    utf8_non_ascii = _cp_class((0x80, 0xD7FF), (0xE000, 0x10FFFF))  # RFC 6532 §3.1: UTF8-2/3/4
+    local = _rx(f"{_local_part(utf8_non_ascii)}@")
+    domain = idn_name_dfa("mail").union(_rx(_address_literal()), max_states=_BUILD_STATES)
+    return local.concat(domain, max_states=_BUILD_STATES)
 
 
 # -- addresses and identifiers ------------------------------------------------------------------
@@ -400,7 +436,7 @@ def hostname() -> CodepointDFA:
             out.extend((lo, hi, t) for lo, hi in _LET_DIG)
         return out
 
-    out = _walk_minimal(("start", total), edges, lambda state: state[0] == "in" and not state[3])
+    out = walk_minimal(("start", total), edges, lambda state: state[0] == "in" and not state[3])
     assert out.size == HOSTNAME_STATES, "the minimal hostname automaton changed size"
     return out
 
@@ -543,6 +579,7 @@ FORMATS: dict[str, Callable[[LeapSeconds], CodepointDFA]] = {
     "date-time": date_time,
     "duration": lambda leap: duration(),
     "email": lambda leap: email(),
+    "idn-email": lambda leap: idn_email(),
     "ipv4": lambda leap: ipv4(),
     "ipv6": lambda leap: ipv6(),
     "uuid": lambda leap: uuid(),
@@ -556,16 +593,18 @@ FORMATS: dict[str, Callable[[LeapSeconds], CodepointDFA]] = {
     "relative-json-pointer": lambda leap: relative_json_pointer(),
 }
 
-_IDNA = (
-    "IDNA2008 (RFC 5890-5893) decides which labels are U-labels: Unicode NFC, every code point "
-    "PVALID (CONTEXTJ/CONTEXTO ones only where their contextual rules hold), the Bidi rule across "
-    "the name, and at most 63 octets once Punycode-encoded; that language is not a code point "
-    "automaton of any practical size"
-)
 #: Formats of the 2020-12 vocabulary (validation §7.3) with no exact implementation, and why.
 UNSUPPORTED: dict[str, str] = {
-    "idn-hostname": _IDNA,
-    "idn-email": "RFC 6531 §3.3 extends the domain of RFC 5321 with U-labels; " + _IDNA,
+    "idn-hostname": (
+        "DNS (RFC 1034 §3.1) limits a label to 63 octets and a name to 253, in the A-label form "
+        "(RFC 5891 §4.2.4), and "
+        "an xn-- label must decode to a U-label (RFC 5890 §2.3.2.1): the A-label's length is a Punycode "
+        "length (RFC 3492) that depends on the sorted code points of the whole label, and the "
+        "decoder's state is the growing list of inserted code points; neither is a code point "
+        "automaton of practical size (the code point rules of RFC 5891-5893 are one of about 250 "
+        "states, refdecoder._idna, but their product with even a 63/253 count of code points "
+        "would have millions)"
+    ),
     "regex": (
         "ECMA-262 patterns (§22.2.1) nest groups and classes to any depth, a context-free and not "
         "a regular language, and their early errors (duplicate group names, \\k<name> without its "

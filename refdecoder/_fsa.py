@@ -6,7 +6,7 @@ A :class:`CodepointDFA` is an immutable, *canonical* DFA over the alphabet Σ of
 (U+0000..U+10FFFF without surrogates, see :mod:`refdecoder._cpset`). Each state has a row of
 transitions ``(lo, hi, target)`` on sorted, disjoint closed intervals of code points; a code point
 outside every interval goes to the implicit dead state (the automaton is *partial*). Every value is
-built through :func:`_canonical`, which
+built through :func:`canonical`, which
 
 1. trims: keeps the states reachable from the start that can reach a final state;
 2. minimizes with Hopcroft's partition refinement lifted to interval labels (the "symbolic"
@@ -25,6 +25,9 @@ intervals of its members (a sweep over interval end points). Boolean operations 
 construction with an implicit dead state on either side. Every construction is bounded by
 ``max_states`` (default: ``Limits.dfa_states`` of the running compilation, :func:`dfa_bound`) and
 raises :class:`~refdecoder.errors.LimitExceeded` beyond it, never truncates.
+The ε-NFA (:class:`Nfa`) and its subset construction (:func:`determinize`) are the package's only
+ones: the regex front end (``_regex``) and the grammar builder's regular pieces over bytes
+(``_grammar_build``) use them too, with their own bounds and meter.
 
 Byte-level views (:meth:`CodepointDFA.to_utf8`, :meth:`CodepointDFA.to_json_string`) expand every
 transition into the byte paths of its encodings (UTF-8 via :func:`~refdecoder._lexeme.utf8_sequences`;
@@ -60,7 +63,15 @@ from refdecoder._cpset import (
 )
 from refdecoder._lexeme import ByteDFA, live_states, utf8_sequences
 from refdecoder._limits import Limits, check_bound, current_limits, spend
-from refdecoder.errors import LimitExceeded
+from refdecoder.errors import LimitExceeded, LimitName
+
+
+class ByteViewTooLarge(LimitExceeded):
+    """A byte-level view of a code point automaton (:meth:`CodepointDFA.to_utf8`,
+    :meth:`CodepointDFA.to_json_string`) passed the bound it was given; ``limit`` names the
+    ``Limits`` field that bound came from. A caller that has a lazy alternative catches this class
+    (never a limit name compared as a string); others see a plain ``LimitExceeded``."""
+
 
 __all__ = [
     "CodepointDFA",
@@ -70,13 +81,22 @@ __all__ = [
     "ALPHABET",
     "MAX_CODEPOINT",
     "dfa_bound",
+    "Edge",
+    "Row",
+    "Meter",
+    "Nfa",
+    "determinize",
+    "canonical",
+    "from_minimal",
+    "walk_minimal",
 ]
 
 #: The default of ``Limits.dfa_states``: the bound on the states of a code point automaton when
 #: neither the caller nor the running compilation's limits say otherwise.
 MAX_STATES = Limits().dfa_states
-#: Bound on byte-level automata (a code point state expands to up to ~25 byte states in JSON).
-MAX_BYTE_STATES = 200_000
+#: The default of ``Limits.byte_dfa_states``: the bound on a byte-level view (a code point state
+#: expands to up to ~25 byte states in JSON) when neither the caller nor the running compilation says.
+MAX_BYTE_STATES = Limits().byte_dfa_states
 #: The default of ``Limits.nfa_states``: the bound on intermediate ε-NFAs (Thompson constructions,
 #: byte expansions) when no compilation is running.
 MAX_NFA_STATES = Limits().nfa_states
@@ -90,6 +110,11 @@ DEAD = -1
 def dfa_bound(max_states: int | None = None) -> int:
     """``max_states``, or the running compilation's ``Limits.dfa_states`` when it is None."""
     return current_limits().dfa_states if max_states is None else max_states
+
+
+def _byte_bound(max_states: int | None) -> int:
+    """``max_states``, or the running compilation's ``Limits.byte_dfa_states`` when it is None."""
+    return current_limits().byte_dfa_states if max_states is None else max_states
 
 
 @contextmanager
@@ -107,20 +132,32 @@ def _gc_paused() -> Iterator[None]:
 # ---------------------------------------------------------------------------------------------
 # ε-NFA with interval-labelled edges, and the subset construction
 # ---------------------------------------------------------------------------------------------
-class _NFA:
-    """A mutable ε-NFA builder over integer symbols (code points or bytes)."""
+#: Charges ``units`` of work done ``where``: :func:`~refdecoder._limits.spend` (the compile budget's
+#: fuel) by default; the grammar builder passes a clock check instead (``_grammar_build``).
+Meter = Callable[[int, str], None]
 
-    __slots__ = ("edges", "eps", "max_states")
 
-    def __init__(self, max_states: int | None = None) -> None:
+class Nfa:
+    """A mutable ε-NFA builder over integer symbols (code points or bytes) with interval-labelled edges.
+
+    The one ε-NFA of the package: regex Thompson constructions (``_regex``), the regular operations
+    here, and the grammar builder's regular pieces over bytes (``_grammar_build``) all build on it and
+    determinize it with :func:`determinize`. ``max_states`` bounds its states (default: the running
+    compilation's ``Limits.nfa_states``); ``meter`` is charged one unit per state.
+    """
+
+    __slots__ = ("edges", "eps", "max_states", "meter")
+
+    def __init__(self, max_states: int | None = None, meter: Meter = spend) -> None:
         self.edges: list[list[Edge]] = []
         self.eps: list[list[int]] = []
         self.max_states = current_limits().nfa_states if max_states is None else max_states
+        self.meter = meter
 
     def state(self) -> int:
         if len(self.edges) >= self.max_states:
             raise LimitExceeded("nfa_states", len(self.edges) + 1, self.max_states)
-        spend(1)
+        self.meter(1, "")
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -133,16 +170,21 @@ class _NFA:
 
     def embed(self, dfa: CodepointDFA) -> tuple[int, list[int]]:
         """Copy ``dfa`` in; return (its start, its finals) as NFA states."""
+        return self.embed_rows(dfa._rows, dfa._finals)
+
+    def embed_rows(self, rows: Sequence[Iterable[Edge]], finals: Iterable[int]) -> tuple[int, list[int]]:
+        """Copy in an automaton given as rows of ``(lo, hi, target)`` edges (state 0 its start);
+        return (its start, its finals) as NFA states."""
         base = len(self.edges)
-        for _ in range(dfa.num_states):
+        for _ in range(len(rows)):
             self.state()
-        for s, row in enumerate(dfa._rows):
+        for s, row in enumerate(rows):
             self.edges[base + s].extend((lo, hi, base + t) for lo, hi, t in row)
-        return base, [base + f for f in sorted(dfa._finals)]
+        return base, [base + f for f in sorted(finals)]
 
 
-def _determinize(
-    nfa: _NFA,
+def determinize(
+    nfa: Nfa,
     starts: Iterable[int],
     finals: Iterable[int],
     *,
@@ -150,13 +192,16 @@ def _determinize(
     universal: Iterable[int] = (),
     where: str = "",
 ) -> tuple[list[list[Edge]], set[int]]:
+    """The subset construction of ``nfa`` (see :func:`_determinize_impl`): (rows, finals), start state
+    0; :class:`LimitExceeded` ``("dfa_states")`` past ``max_states`` subsets (default: the running
+    compilation's ``Limits.dfa_states``)."""
     bound = dfa_bound(max_states)
     with _gc_paused():
         return _determinize_impl(nfa, starts, finals, max_states=bound, universal=universal, where=where)
 
 
 def _determinize_impl(
-    nfa: _NFA,
+    nfa: Nfa,
     starts: Iterable[int],
     finals: Iterable[int],
     *,
@@ -209,7 +254,7 @@ def _determinize_impl(
         evs: list[Edge] = []
         for q in subset:
             evs.extend(edges[q])
-        spend(1 + len(subset) + len(evs), where)
+        nfa.meter(1 + len(subset) + len(evs), where)
         row: list[Edge] = []
         if evs:
             for lo, hi, targets in _partition(evs):
@@ -405,18 +450,20 @@ def _canonical_tables_impl(
     return tuple(out_rows), frozenset(out_fin)
 
 
-def _canonical(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]) -> CodepointDFA:
+def canonical(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]) -> CodepointDFA:
+    """The canonical value of any automaton given as rows of ``(lo, hi, target)`` edges (trimmed,
+    minimized, renumbered: the module docstring), e.g. the output of :func:`determinize`."""
     table, fin = _canonical_tables(rows, start, finals)
     return CodepointDFA(table, fin)
 
 
-def _from_minimal(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]) -> CodepointDFA:
-    """:func:`_walk_minimal` over a table."""
+def from_minimal(rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]) -> CodepointDFA:
+    """:func:`walk_minimal` over a table."""
     fin = set(finals)
-    return _walk_minimal(start, lambda s: sorted(rows[s]), fin.__contains__)
+    return walk_minimal(start, lambda s: sorted(rows[s]), fin.__contains__)
 
 
-def _walk_minimal(
+def walk_minimal(
     start: Hashable,
     edges: Callable[[Any], Sequence[tuple[int, int, Any]]],
     is_final: Callable[[Any], bool],
@@ -429,7 +476,7 @@ def _walk_minimal(
 
     For the fixed constructions of ``refdecoder._formats`` (``time``, ``hostname``) whose
     minimality their docstrings argue; ``tests/test_formats_assert.py`` checks that each equals
-    :func:`_canonical` of the same automaton (a wrong argument would give a table that is not
+    :func:`canonical` of the same automaton (a wrong argument would give a table that is not
     canonical, and equal languages unequal keys, never a wrong language).
     """
     num: dict[Hashable, int] = {start: 0}
@@ -515,7 +562,7 @@ class CodepointDFA:
         cps = normalize(intervals)
         if not cps:
             return cls.empty()
-        return _canonical([[(lo, hi, 1) for lo, hi in cps], []], 0, [1])
+        return canonical([[(lo, hi, 1) for lo, hi in cps], []], 0, [1])
 
     @classmethod
     def literal(cls, s: str) -> CodepointDFA:
@@ -529,7 +576,7 @@ class CodepointDFA:
             return cls.empty()
         rows: list[list[Edge]] = [[(c, c, i + 1)] for i, c in enumerate(cps)]
         rows.append([])
-        return _canonical(rows, 0, [len(cps)])
+        return canonical(rows, 0, [len(cps)])
 
     @classmethod
     def from_strings(cls, strings: Iterable[str]) -> CodepointDFA:
@@ -555,7 +602,7 @@ class CodepointDFA:
             if ok:
                 finals.add(cur)
         spend(len(rows))
-        return _canonical([[(c, c, t) for c, t in sorted(r.items())] for r in rows], 0, finals)
+        return canonical([[(c, c, t) for c, t in sorted(r.items())] for r in rows], 0, finals)
 
     @classmethod
     def literals(cls, strings: Iterable[str]) -> CodepointDFA:
@@ -568,7 +615,7 @@ class CodepointDFA:
 
     @classmethod
     def any_string(cls) -> CodepointDFA:
-        return _canonical([[(lo, hi, 0) for lo, hi in ALPHABET]], 0, [0])
+        return canonical([[(lo, hi, 0) for lo, hi in ALPHABET]], 0, [0])
 
     @classmethod
     def empty(cls) -> CodepointDFA:
@@ -591,11 +638,11 @@ class CodepointDFA:
         spend(top)
         if max_len is None:
             rows = [[(lo, hi, min(i + 1, min_len)) for lo, hi in ALPHABET] for i in range(min_len + 1)]
-            return _canonical(rows, 0, [min_len])
+            return canonical(rows, 0, [min_len])
         if max_len + 1 > max_states:
             raise LimitExceeded("dfa_states", max_len + 1, max_states)
         rows = [[(lo, hi, i + 1) for lo, hi in ALPHABET] for i in range(max_len)] + [[]]
-        return _canonical(rows, 0, range(min_len, max_len + 1))
+        return canonical(rows, 0, range(min_len, max_len + 1))
 
     # -- Boolean operations (product construction) ---------------------------------------------
     def _product(
@@ -633,7 +680,7 @@ class CodepointDFA:
             rows.append(row)
             spend(1 + len(row))
             i += 1
-        return _canonical(rows, 0, finals)
+        return canonical(rows, 0, finals)
 
     # The identities below (Σ* ∩ B = B, ∅ ∪ B = B, A ∩ A = A, ...) skip a product whose result is
     # already known: a large automaton (a ``format``) met with ``"type": "string"`` costs nothing.
@@ -686,21 +733,21 @@ class CodepointDFA:
             rows.append(list(row) + [(lo, hi, sink) for lo, hi in complement(covered)])
         rows.append([(lo, hi, sink) for lo, hi in ALPHABET])
         finals = [s for s in range(n + 1) if s not in self._finals]
-        return _canonical(rows, 0, finals)
+        return canonical(rows, 0, finals)
 
     # -- regular operations (Thompson + subset construction) -----------------------------------
     def concat(self, *others: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
         parts = (self, *others)
         if any(p.is_empty() for p in parts):
             return CodepointDFA.empty()
-        nfa = _NFA()
+        nfa = Nfa()
         start, prev_finals = nfa.embed(parts[0])
         for p in parts[1:]:
             s, f = nfa.embed(p)
             for q in prev_finals:
                 nfa.epsilon(q, s)
             prev_finals = f
-        return _canonical(*_det3(nfa, [start], prev_finals, max_states))
+        return canonical(*_det3(nfa, [start], prev_finals, max_states))
 
     def star(self, max_states: int | None = None) -> CodepointDFA:
         return self.repeat(0, None, max_states=max_states)
@@ -723,7 +770,7 @@ class CodepointDFA:
             return self
         top = min_count if max_count is None else max_count
         check_bound("repetition", top)
-        nfa = _NFA()
+        nfa = Nfa()
         if (top + 1) * (self.num_states + 1) > nfa.max_states:  # before building any of it
             raise LimitExceeded("nfa_states", (top + 1) * (self.num_states + 1), nfa.max_states)
         start = cur = nfa.state()
@@ -749,7 +796,7 @@ class CodepointDFA:
                 nfa.epsilon(cur, end)
                 for f in fs:
                     nfa.epsilon(f, cur)
-        return _canonical(*_det3(nfa, [start], [end], max_states))
+        return canonical(*_det3(nfa, [start], [end], max_states))
 
     def length_between(
         self, min_len: int, max_len: int | None = None, *, max_states: int | None = None
@@ -823,6 +870,11 @@ class CodepointDFA:
     @property
     def num_states(self) -> int:
         return len(self._rows)
+
+    @property
+    def num_edges(self) -> int:
+        """Transitions, one per code point interval of a row (what a byte view's size grows with)."""
+        return sum(len(row) for row in self._rows)
 
     @property
     def finals(self) -> frozenset[int]:
@@ -912,20 +964,29 @@ class CodepointDFA:
         return dist
 
     # -- byte-level views -------------------------------------------------------------------------
-    def to_utf8(self, *, max_states: int = MAX_BYTE_STATES) -> ByteDFA:
-        """The byte DFA of the UTF-8 encodings of the members. Raises ValueError if empty."""
-        return _to_utf8(self, max_states)
+    def to_utf8(self, *, max_states: int | None = None, limit: LimitName = "byte_dfa_states") -> ByteDFA:
+        """The byte DFA of the UTF-8 encodings of the members (at most ``max_states`` states, default
+        ``Limits.byte_dfa_states``; ``limit`` names the ``Limits`` field the bound came from, which
+        :class:`ByteViewTooLarge` carries). Raises ValueError if empty."""
+        return _to_utf8(self, _byte_bound(max_states), limit)
 
-    def to_json_string(self, unicode_escapes: bool = True, *, max_states: int = MAX_BYTE_STATES) -> ByteDFA:
+    def to_json_string(
+        self,
+        unicode_escapes: bool = True,
+        *,
+        max_states: int | None = None,
+        limit: LimitName = "byte_dfa_states",
+    ) -> ByteDFA:
         """The JSON string literals (RFC 8259 §7, quotes included) whose value is a member.
 
         A code point may be written raw (UTF-8, if it is not a control character, ``"`` or
         ``\\``), with a short escape (``\\" \\\\ \\/ \\b \\f \\n \\r \\t``), and, with
         ``unicode_escapes``, as ``\\uXXXX`` (hex digits in either case) for c <= U+FFFF or as a
         UTF-16 surrogate pair ``\\uD8xx\\uDCxx`` for c > U+FFFF. Lone surrogate escapes are not
-        members: string values are sequences of scalar values. Raises ValueError if empty.
+        members: string values are sequences of scalar values. Raises ValueError if empty. The bound
+        and ``limit`` as in :meth:`to_utf8`.
         """
-        return _to_json_string(self, unicode_escapes, max_states)
+        return _to_json_string(self, unicode_escapes, _byte_bound(max_states), limit)
 
     # -- value semantics ------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
@@ -939,9 +1000,9 @@ class CodepointDFA:
 
 
 def _det3(
-    nfa: _NFA, starts: list[int], finals: list[int], max_states: int | None
+    nfa: Nfa, starts: list[int], finals: list[int], max_states: int | None
 ) -> tuple[list[list[Edge]], int, set[int]]:
-    rows, fin = _determinize(nfa, starts, finals, max_states=max_states)
+    rows, fin = determinize(nfa, starts, finals, max_states=max_states)
     return rows, 0, fin
 
 
@@ -1073,8 +1134,10 @@ def _expand_to_bytes(
     paths_of: Callable[[int, int], tuple[ByteSeq, ...]],
     quoted: bool,
     max_states: int,
+    limit: LimitName,
 ) -> ByteDFA:
-    """Deterministic byte automaton of the encodings, built directly.
+    """Deterministic byte automaton of the encodings, built directly; past ``max_states`` states,
+    :class:`ByteViewTooLarge` naming ``limit``.
 
     The encodings of distinct code points are distinct and no encoding is a proper prefix of
     another (UTF-8 and JSON escapes are prefix codes; a lone ``\\uD8xx`` is not an encoding), so
@@ -1123,7 +1186,7 @@ def _expand_to_bytes(
                     if got is None:
                         got = index[key] = len(items_of)
                         if got >= max_states:
-                            raise LimitExceeded("byte_dfa_states", got + 1, max_states)
+                            raise ByteViewTooLarge(limit, got + 1, max_states)
                         items_of.append(sorted(key))
                     t = got
                 if row and row[-1][2] == t and row[-1][1] + 1 == lo:
@@ -1158,12 +1221,13 @@ def _byte_dfa_from_canonical(table: tuple[Row, ...], finals: frozenset[int]) -> 
 
 
 @lru_cache(maxsize=128)
-def _to_utf8(dfa: CodepointDFA, max_states: int) -> ByteDFA:
+def _to_utf8(dfa: CodepointDFA, max_states: int, limit: LimitName) -> ByteDFA:
     with _gc_paused():
-        return _expand_to_bytes(dfa, _utf8_paths, False, max_states)
+        return _expand_to_bytes(dfa, _utf8_paths, False, max_states, limit)
 
 
 @lru_cache(maxsize=128)
-def _to_json_string(dfa: CodepointDFA, unicode_escapes: bool, max_states: int) -> ByteDFA:
+def _to_json_string(dfa: CodepointDFA, unicode_escapes: bool, max_states: int, limit: LimitName) -> ByteDFA:
     with _gc_paused():
-        return _expand_to_bytes(dfa, lambda lo, hi: _json_paths(lo, hi, unicode_escapes), True, max_states)
+        paths = lambda lo, hi: _json_paths(lo, hi, unicode_escapes)  # noqa: E731
+        return _expand_to_bytes(dfa, paths, True, max_states, limit)

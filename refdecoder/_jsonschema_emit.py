@@ -4,7 +4,8 @@
 declared keys already read (``seen``, a frozenset of member indexes), the number of members
 (saturated), for ``property_order="schema"`` the index of the last declared key, and, when repeated
 keys are excluded, per key region the undeclared keys already written (``keys``, see ``_keymemory``). ``ArrayNode`` runs ``[ item (, item)* ]``
-with ``(phase, i, c)``: the next position (saturated) and the ``contains`` matches so far (saturated).
+with ``(phase, i, c)``: the next position (saturated) and, per ``contains``, its matches so far (a tuple,
+saturated).
 Both only ever move to locals from which the node can still close (``_completable``), which keeps every
 parser stack completable — the exactness argument of ``_ir``.
 """
@@ -18,24 +19,14 @@ from typing import Any
 
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
-from ._jsonschema import (
-    FALSE,
-    TRUE,
-    ArrayShape,
-    Compiler,
-    Expr,
-    ObjectShape,
-    _where,
-    and_exprs,
-    any_shape,
-    not_expr,
-)
+from ._jsonschema import Compiler, where_of
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._keymemory import KeyLexeme, language_size
 from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
 from ._parser import Parser
+from ._shapes import FALSE, TRUE, ArrayShape, Expr, ObjectShape, and_exprs, any_shape, not_expr
 from ._valuememory import AnyValueLexeme, ScalarValueLexeme, UniqueArrayNode
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import JsonSchema, Limits
@@ -45,7 +36,6 @@ _ANY_NUMBER = NumberPredicate.any()
 
 
 WS_BYTES = b" \t\n\r"
-MAX_EXISTS_PER_KEY = 4  # ``exists`` entries one key may meet at once (2**4 member variants)
 # A region with this many keys or more is as good as infinite: no input writes that many.
 _COUNT_CAP = 1 << 62
 
@@ -80,6 +70,8 @@ class ObjectNode:
     n_exists: int = 0
     member_variants: tuple[tuple[int, int, frozenset[int]], ...] = ()
     region_variants: tuple[tuple[int, int, frozenset[int]], ...] = ()
+    # ``Limits.object_search_states`` when compiled: states one closability search may visit
+    max_search_states: int = 100_000
     live: frozenset[int] | None = None  # productive members (set by ``prune``)
     live_regions: frozenset[int] | None = None  # regions whose value is productive
     live_variants: frozenset[int] | None = None  # productive member variants
@@ -278,8 +270,8 @@ class ObjectNode:
             for nxt in self._moves(s, k, p, lf, h):
                 if (self.max_props is None or nxt[1] <= self.max_props) and nxt not in visited:
                     visited.add(nxt)
-                    if len(visited) > 100_000:
-                        raise LimitExceeded("object_search_states", len(visited), 100_000)
+                    if len(visited) > self.max_search_states:
+                        raise LimitExceeded("object_search_states", len(visited), self.max_search_states)
                     todo.append(nxt)
         return False
 
@@ -342,34 +334,35 @@ class ObjectNode:
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class ArrayNode:
+    """``[ item (, item)* ]`` with local ``(phase, i, c)``: the next position and, per ``contains``,
+    the items counted so far (a tuple, saturated). Each position offers item nodes that say which
+    ``contains`` schemas the item meets (``choices``): with a finite maximum both "meets" and "does
+    not meet" are explicit, so the count is exact; without one "not counted" is the plain item, so
+    the count is a lower bound that some parse makes exact — enough for a minimum."""
+
     lbracket: int  # "[" ws
     close_first: int  # "]"
     close_after: int  # ws "]"
     comma: int
     plain: tuple[int, ...]  # item node per position < len(plain) - 1; the last entry repeats
-    match: tuple[int, ...] | None  # item ∧ contains, same indexing (None: no contains)
-    nomatch: tuple[int, ...] | None  # item ∧ ¬contains (only when maxContains is finite)
-    contains_from: int
+    # per position (same indexing), the (item node, count increments) choices; () without contains
+    choices: tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]
+    bounds: tuple[tuple[int, int | None], ...]  # (minContains, maxContains) per contains
+    starts: tuple[int, ...]  # per contains, the first position it counts
     min_items: int
     max_items: int | None
-    min_contains: int
-    max_contains: int | None
     live: frozenset[int] | None = None
-    _memo: dict[Hashable, bool] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def children(self) -> tuple[int, ...]:
-        return (
-            (self.lbracket, self.close_first, self.close_after, self.comma)
-            + self.plain
-            + (self.match or ())
-            + (self.nomatch or ())
-        )
+        items = tuple(node for position in self.choices for node, _ in position)
+        return (self.lbracket, self.close_first, self.close_after, self.comma) + self.plain + items
 
     def nullable(self, is_nullable: Callable[[int], bool]) -> bool:
         return False
 
     def productive(self, is_productive: Callable[[int], bool]) -> bool:
-        return self.prune(is_productive)._completable(0, 0)
+        return self.prune(is_productive)._completable(0, (0,) * len(self.bounds))
 
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbracket,)
@@ -380,57 +373,52 @@ class ArrayNode:
     def enter(self) -> Hashable:
         return ("open",)
 
-    def _pos(self, seq: tuple[int, ...], i: int) -> int:
+    def _pos(self, seq: tuple[Any, ...], i: int) -> Any:
         return seq[min(i, len(seq) - 1)]
 
-    def _branches(self, i: int) -> list[tuple[int, int]]:
-        """(node, contains increment) choices for position i, productive ones only."""
+    def _branches(self, i: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(node, contains increments) choices for position i, productive ones only."""
         assert self.live is not None
-        out: list[tuple[int, int]] = []
-        if self.match is None or i < self.contains_from:
+        if not self.bounds:
             node = self._pos(self.plain, i)
-            if node in self.live:
-                out.append((node, 0))
-            return out
-        m = self._pos(self.match, i)
-        if m in self.live:
-            out.append((m, 1))
-        other = self._pos(self.nomatch if self.nomatch is not None else self.plain, i)
-        if other in self.live:
-            out.append((other, 0))
-        return out
+            return [(node, ())] if node in self.live else []
+        return [(node, inc) for node, inc in self._pos(self.choices, i) if node in self.live]
 
-    def _sat(self, i: int, c: int) -> tuple[int, int]:
+    def _tail(self) -> int:
+        """From this position on every position behaves alike (same choices, closable by count)."""
+        return max(len(self.plain) - 1, self.min_items, *self.starts)
+
+    def _sat(self, i: int, c: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         if self.max_items is None:
-            i = min(i, max(len(self.plain) - 1, self.min_items, self.contains_from))
-        if self.match is not None:
-            c = min(c, self.max_contains + 1 if self.max_contains is not None else self.min_contains)
+            i = min(i, self._tail())
+        c = tuple(min(x, lo if hi is None else hi + 1) for x, (lo, hi) in zip(c, self.bounds, strict=True))
         return i, c
 
-    def _count_ok(self, c: int) -> bool:
-        if self.match is None:
-            return True
-        return c >= self.min_contains and (self.max_contains is None or c <= self.max_contains)
+    def _count_ok(self, c: tuple[int, ...]) -> bool:
+        return all(lo <= x and (hi is None or x <= hi) for x, (lo, hi) in zip(c, self.bounds, strict=True))
 
-    def _can_close(self, i: int, c: int) -> bool:
+    def _can_close(self, i: int, c: tuple[int, ...]) -> bool:
         return i >= self.min_items and self._count_ok(c)
 
-    def _completable(self, i: int, c: int) -> bool:
+    def _completable(self, i: int, c: tuple[int, ...]) -> bool:
         key = (i, c)
         hit = self._memo.get(key)
         if hit is None:
-            hit = self._completable_uncached(i, c)
+            hit = self._completable_uncached(i, c) if len(c) <= 1 else self._completable_counts(i, c)
             self._memo[key] = hit
-        return hit
+        return bool(hit)
 
-    def _completable_uncached(self, i: int, c: int) -> bool:
-        if self.max_contains is not None and self.match is not None and c > self.max_contains:
+    def _completable_uncached(self, i: int, cs: tuple[int, ...]) -> bool:
+        """At most one ``contains``: a walk over the lengths."""
+        c = cs[0] if cs else 0
+        min_contains, max_contains = self.bounds[0] if self.bounds else (0, None)
+        if max_contains is not None and c > max_contains:
             return False
         # Positions from ``i`` on; beyond ``tail`` all positions behave alike, so lengths up to
         # tail + min_contains + 1 decide every case when max_items is unbounded.
         # The same bound holds under a finite max_items, which may be far larger (maxItems 10**9).
-        tail = max(len(self.plain), self.contains_from, self.min_items) + 1
-        hi = max(tail, i) + self.min_contains + 1
+        tail = max(len(self.plain), *self.starts, self.min_items) + 1
+        hi = max(tail, i) + min_contains + 1
         if self.max_items is not None:
             hi = min(hi, self.max_items)
         lo_m, hi_m = 0, 0
@@ -440,26 +428,72 @@ class ArrayNode:
                 br = self._branches(length - 1)
                 if not br:
                     return False
-                incs = {inc for _, inc in br}
+                incs = {inc[0] if inc else 0 for _, inc in br}
                 if incs == {1}:
                     lo_m += 1
                 if 1 in incs:
                     hi_m += 1
             if length < self.min_items:
                 continue
-            if self.match is None:
+            if not self.bounds:
                 return True
-            need_lo = self.min_contains - c
-            cap = None if self.max_contains is None else self.max_contains - c
+            need_lo = min_contains - c
+            cap = None if max_contains is None else max_contains - c
             m_lo = max(lo_m, need_lo)
             if m_lo <= hi_m and (cap is None or m_lo <= cap):
                 return True
         return False
 
+    def _completable_counts(self, i: int, c: tuple[int, ...]) -> bool:
+        """Several ``contains``: the fewest items that close the array from each saturated state
+        ``(min(i, tail), counts)`` (a breadth-first search backwards from the closable states, once),
+        within what ``max_items`` leaves."""
+        dist = self._memo.get("dist")
+        if dist is None:
+            dist = self._memo["dist"] = self._distances()
+        d = dist.get((min(i, self._tail()), c))
+        return d is not None and (self.max_items is None or i + d <= self.max_items)
+
+    def _distances(self) -> dict[tuple[int, tuple[int, ...]], int]:
+        tail = self._tail()
+
+        def over(c: tuple[int, ...]) -> bool:
+            return any(hi is not None and x > hi for x, (_, hi) in zip(c, self.bounds, strict=True))
+
+        start = (0, (0,) * len(self.bounds))
+        preds: dict[tuple[int, tuple[int, ...]], set[tuple[int, tuple[int, ...]]]] = {start: set()}
+        todo = [start]
+        while todo:
+            state = todo.pop()
+            i, c = state
+            spend(1)
+            for _, inc in self._branches(i):
+                nxt = (
+                    min(i + 1, tail),
+                    self._sat(i + 1, tuple(x + d for x, d in zip(c, inc, strict=True)))[1],
+                )
+                if over(nxt[1]):
+                    continue
+                if nxt not in preds:
+                    preds[nxt] = set()
+                    todo.append(nxt)
+                preds[nxt].add(state)
+        dist = {s: 0 for s in preds if self._can_close(*s)}
+        frontier = list(dist)
+        while frontier:
+            new: list[tuple[int, tuple[int, ...]]] = []
+            for s in frontier:
+                for p in preds[s]:
+                    if p not in dist:
+                        dist[p] = dist[s] + 1
+                        new.append(p)
+            frontier = new
+        return dist
+
     def actions(self, local: Any) -> tuple[Action, ...]:
         phase = local[0]
         if phase == "open":
-            return ((CALL, self.lbracket, ("first", 0, 0)),)
+            return ((CALL, self.lbracket, ("first", 0, (0,) * len(self.bounds))),)
         if phase == "done":
             return (_RET,)
         _, i, c = local
@@ -469,7 +503,7 @@ class ArrayNode:
         adds: list[Action] = []
         if self.max_items is None or i < self.max_items:
             for node, inc in self._branches(i):
-                i2, c2 = self._sat(i + 1, c + inc)
+                i2, c2 = self._sat(i + 1, tuple(x + d for x, d in zip(c, inc, strict=True)))
                 if self._completable(i2, c2):
                     adds.append((CALL, node, ("after", i2, c2)))
         if phase in ("first", "next"):
@@ -546,41 +580,66 @@ class Emitter:
     def array(self, a: ArrayShape) -> int:
         # Counted in the matcher (never unrolled), but deciding completability walks lengths up to
         # minItems + minContains: refused here before that walk (also for bounds made by negation).
-        for name, bound in (("minItems", a.min_items), ("minContains", a.min_contains)):
-            check_bound(name, bound)
-        if a.max_contains is not None:
-            check_bound("maxContains", a.max_contains)
+        check_bound("minItems", a.min_items)
+        for k in a.contains:
+            check_bound("minContains", k.min)
+            if k.max is not None:
+                check_bound("maxContains", k.max)
         if a.unique is not None and (a.max_items is None or a.max_items > 1):
             return self.unique_array(a, a.unique)
-        n = max(len(a.prefix), a.contains_from) + 1
+        n = max([len(a.prefix), *(k.start for k in a.contains)]) + 1
         positions = [a.at(i) for i in range(n)]
         plain = tuple(self.value(e) for e in positions)
-        match = nomatch = None
-        if a.contains is not None:
-            match = tuple(self.value(and_exprs([e, a.contains])) for e in positions)
-            if a.max_contains is not None:
-                nomatch = tuple(self.value(and_exprs([e, not_expr(a.contains)])) for e in positions)
+        if len(a.contains) > 1:
+            # Several counts side by side: 2**k item variants per position, and a search over the
+            # product of the counts (ArrayNode._distances).
+            if 2 ** len(a.contains) > self.c.limits.alternatives:
+                raise LimitExceeded(
+                    "alternatives",
+                    2 ** len(a.contains),
+                    self.c.limits.alternatives,
+                    "item variants of several 'contains'",
+                )
+            states = n + max(a.min_items, 0) + 1
+            for k in a.contains:
+                states *= (k.min if k.max is None else k.max + 1) + 1
+            check_bound("the count states of several 'contains':", states)
+        choices = tuple(self._item_choices(a, i, e) for i, e in enumerate(positions)) if a.contains else ()
         node = ArrayNode(
             lbracket=self.seq_ws(self.lit(b"["), None),
             close_first=self.lit(b"]"),
             close_after=self.seq_ws(None, self.lit(b"]")),
             comma=self.seq_ws(None, self.lit(b","), None),
             plain=plain,
-            match=match,
-            nomatch=nomatch,
-            contains_from=a.contains_from,
+            choices=choices,
+            bounds=tuple((k.min, k.max) for k in a.contains),
+            starts=tuple(k.start for k in a.contains),
             min_items=a.min_items,
             max_items=a.max_items,
-            min_contains=a.min_contains,
-            max_contains=a.max_contains,
         )
         return self.b.add(node)
+
+    def _item_choices(self, a: ArrayShape, i: int, e: Expr) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """The item nodes of position ``i`` with their count increments: per ``contains`` counting
+        there, "meets it" (+1) or "not counted" (0): its negation where a maximum makes the count
+        exact, else nothing (ArrayNode's docstring)."""
+        per: list[tuple[tuple[int, Expr | None], ...]] = []
+        for k in a.contains:
+            if i < k.start:
+                per.append(((0, None),))
+            else:
+                per.append(((1, k.expr), (0, None if k.max is None else not_expr(k.expr))))
+        out: dict[tuple[int, tuple[int, ...]], None] = {}
+        for combo in product(*per):
+            expr = and_exprs([e, *(x for _, x in combo if x is not None)])
+            out[(self.value(expr), tuple(inc for inc, _ in combo))] = None
+        return tuple(out)
 
     def unique_array(self, a: ArrayShape, where: str) -> int:
         """``uniqueItems`` (refdecoder/_valuememory.py): each position's items are read by a value
         lexeme that excludes the values already written. Decided where every position's items are
         scalars or may be any JSON value; refused otherwise."""
-        if a.contains is not None:
+        if a.contains:
             raise Unsupported(
                 "uniqueItems",
                 where,
@@ -644,7 +703,7 @@ class Emitter:
 
     # -- objects --------------------------------------------------------------------------------
     def object(self, o: ObjectShape, where_expr: Expr) -> int:
-        where = _where(where_expr)
+        where = where_of(where_expr)
         check_bound("minProperties", o.min_props, where)
         named = o.named_dict()
         keys = list(named)
@@ -725,6 +784,7 @@ class Emitter:
             n_exists=len(exists),
             member_variants=tuple(member_variants),
             region_variants=tuple(region_variants),
+            max_search_states=self.c.limits.object_search_states,
         )
         return self.b.add(node)
 
@@ -733,8 +793,9 @@ class Emitter:
     ) -> list[tuple[frozenset[int], Expr]]:
         """The values of a member that meet each nonempty subset of the ``exists`` entries its key
         matches (``met``), each marked with that subset; impossible ones (FALSE) dropped."""
-        if len(met) > MAX_EXISTS_PER_KEY:
-            raise LimitExceeded("object_exists_per_key", len(met), MAX_EXISTS_PER_KEY, where)
+        bound = self.c.limits.object_exists_per_key
+        if len(met) > bound:
+            raise LimitExceeded("object_exists_per_key", len(met), bound, where)
         out = []
         for size in range(1, len(met) + 1):
             for subset in combinations(met, size):
@@ -757,7 +818,11 @@ def compile_json_schema_network(spec: JsonSchema, limits: Limits) -> Network:
         raise SpecError("JSON Schema must be an object or a boolean", "/", "a dict or True/False")
     compiler = Compiler(spec, limits)
     root_expr: Expr = (
-        TRUE if spec.schema is True else FALSE if spec.schema is False else ("loc", compiler.root_uri, "")
+        TRUE
+        if spec.schema is True
+        else FALSE
+        if spec.schema is False
+        else ("loc", compiler.refs.root_uri, "")
     )
     emitter = Emitter(compiler)
     return emitter.finish(root_expr)

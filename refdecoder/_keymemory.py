@@ -1,4 +1,4 @@
-"""Key memory: JSON object keys that exclude the keys already written (RFC 8259 §4, issue 20).
+"""Key memory: JSON object keys that exclude the keys already written (RFC 8259 §4).
 
 Theory of operation
 -------------------

@@ -13,7 +13,9 @@ few bytes. Two defences, both raising :class:`~refdecoder.errors.LimitExceeded`:
 
 ``compile()`` makes a budget current for the duration of one compilation (:func:`budget_scope`); deep
 helpers (``_fsa``, ``_regex``, ...) charge it with :func:`spend` and read the limits with
-:func:`current_limits`, so no signature has to carry them. Outside a compilation ``spend`` is free.
+:func:`current_limits`, so no signature has to carry them. Outside a compilation ``spend`` is free;
+a grammar node that computes while matching reads the limits it was compiled under through
+:func:`limits_scope`.
 
 Defaults and how to raise them: ``docs/design.md`` ("Limits"); ``Limits(name=value)`` from Python,
 ``--limit name=value`` on ``maskcert check-schema`` and ``maskcert certify``.
@@ -28,9 +30,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .errors import LimitExceeded, SpecError
+from .errors import LimitExceeded, LimitName, SpecError
 
-__all__ = ["Limits", "Budget", "Deadline", "budget_scope", "spend", "current_limits", "parse_limit"]
+__all__ = [
+    "Limits",
+    "Budget",
+    "Deadline",
+    "budget_scope",
+    "spend",
+    "current_limits",
+    "limits_scope",
+    "parse_limit",
+]
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,33 @@ class Limits:
       (``minLength``/``maxLength``, ``minItems``, ``minContains``/``maxContains``, ``minProperties``,
       regex and GBNF ``{n,m}``, ``prefixItems`` entries).
     * ``compile_fuel``: units of work of one compilation (see the module docstring).
+    * ``byte_dfa_states``: states of one byte-level view of a code point automaton (its UTF-8 or JSON
+      string encodings, ``_fsa``), checked as the view is built.
+    * ``repetition_count``: the largest count a GBNF ``{m,n}`` may write (llama.cpp would wrap larger
+      ones).
+    * ``rewrite_symbols``: symbols of the productions the GBNF left-recursion rewrite may build for
+      one group of mutually left-recursive rules (Paull's algorithm can grow them exponentially);
+      beyond it the grammar is refused as ``Unsupported("gbnf-left-recursion")``.
+    * ``lookahead_steps``: steps of the proof that a grammar already implies one of its lookahead
+      assertions (xgrammar's ``(= ...)``); out of steps it is refused as ``Unsupported("lookahead")``.
+    * ``unevaluated_cases``: cases one ``unevaluatedProperties``/``unevaluatedItems`` analysis keeps
+      for a schema location (``_unevaluated``).
+    * ``unevaluated_alternatives``: container shapes in the condition of one such case.
+    * ``number_constant_bits``: bits of the numerator or denominator of a number constant (a schema's
+      bound or ``multipleOf``, their lcm, a value a unique array excludes).
+    * ``number_not_multiple_of``: moduli one numeric conjunction may forbid (``not`` of
+      ``multipleOf``; inclusion-exclusion costs ``2**n`` terms).
+    * ``number_predicate_conjunctions``: conjunctions of one numeric predicate after simplification
+      (``not`` and ``oneOf`` multiply them out).
+    * ``unique_items_number_values``: values of a constrained number position of a ``uniqueItems``
+      array (each written value is excluded from the predicate; at most half
+      ``number_predicate_conjunctions`` take effect).
+    * ``unique_items_number_points``: lattice points such a position may span per value sought while
+      its values are listed (beyond ``this × values + 1024`` it is refused).
+    * ``object_exists_per_key``: ``exists`` entries (complemented rules) one key may meet at once
+      (``2**n`` member variants).
+    * ``object_search_states``: states of the search that decides whether an object can still be
+      closed (required keys, ``exists`` entries, counts), per decision while matching.
     """
 
     schema_bytes: int = 2_000_000
@@ -73,6 +111,19 @@ class Limits:
     key_rules: int = 8
     repeat_bound: int = 100_000
     compile_fuel: int = 2_000_000
+    byte_dfa_states: int = 200_000
+    repetition_count: int = 1_000_000
+    rewrite_symbols: int = 20_000
+    lookahead_steps: int = 200_000
+    unevaluated_cases: int = 64
+    unevaluated_alternatives: int = 64
+    number_constant_bits: int = 4096
+    number_not_multiple_of: int = 8
+    number_predicate_conjunctions: int = 64
+    unique_items_number_values: int = 32
+    unique_items_number_points: int = 64
+    object_exists_per_key: int = 4
+    object_search_states: int = 100_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -163,12 +214,29 @@ def spend(units: int, where: str = "") -> None:
 
 
 def current_limits() -> Limits:
-    """The limits of the running compilation (the defaults outside one)."""
+    """The limits of the running compilation; outside one, those of :func:`limits_scope` (the
+    defaults outside both)."""
     cur = _CURRENT.get()
-    return cur.limits if cur is not None else _DEFAULT
+    if cur is not None:
+        return cur.limits
+    return _MATCHING.get() or _DEFAULT
 
 
-def check_bound(name: str, value: int, where: str = "", limit: str = "repeat_bound") -> None:
+_MATCHING: ContextVar[Limits | None] = ContextVar("refdecoder_matching_limits", default=None)
+
+
+@contextmanager
+def limits_scope(limits: Limits) -> Iterator[None]:
+    """Make ``limits`` current without a budget: a grammar node that computes while matching (a
+    unique array's value memory) reads the limits it was compiled under, and spends no fuel."""
+    token = _MATCHING.set(limits)
+    try:
+        yield
+    finally:
+        _MATCHING.reset(token)
+
+
+def check_bound(name: str, value: int, where: str = "", limit: LimitName = "repeat_bound") -> None:
     """Refuse a count a spec states before any work proportional to it."""
     bound = getattr(current_limits(), limit)
     if value > bound:

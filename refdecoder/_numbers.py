@@ -73,24 +73,20 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, TypeAlias
 
+from refdecoder._limits import current_limits
 from refdecoder.errors import LimitExceeded, SpecError
 
 __all__ = [
     "SPELLINGS",
-    "MAX_CONJUNCTIONS",
-    "MAX_NOT_MULTIPLE_OF",
-    "MAX_CONSTANT_BITS",
     "NumberConstraint",
     "NumberPredicate",
     "NumberLexeme",
 ]
 
-#: A predicate may hold at most this many conjunctions after simplification (``not_`` multiplies out).
-MAX_CONJUNCTIONS = 64
-#: A conjunction may forbid at most this many moduli (inclusion-exclusion costs ``2**n`` terms).
-MAX_NOT_MULTIPLE_OF = 8
-#: Numerator and denominator of every constant (and every lcm) must fit in this many bits.
-MAX_CONSTANT_BITS = 4096
+# Size caps, read from the running compilation's ``Limits`` (``current_limits``): conjunctions of a
+# predicate after simplification (``number_predicate_conjunctions``; ``not_`` multiplies them out),
+# moduli one conjunction may forbid (``number_not_multiple_of``; inclusion-exclusion costs ``2**n``
+# terms), bits of the numerator and denominator of every constant and lcm (``number_constant_bits``).
 
 Number: TypeAlias = "int | float | Decimal | Fraction | str"
 
@@ -147,8 +143,9 @@ def _exact(value: Number, keyword: str, where: str) -> Fraction:
             raise SpecError(f"{keyword} is {value!r}", where or "/", "a finite number")
         sign, digits, exponent = dec.as_tuple()
         assert isinstance(exponent, int)
-        if len(digits) + abs(exponent) > MAX_CONSTANT_BITS // 3:  # before building 10**exponent
-            raise LimitExceeded("number_constant_bits", f"{keyword} {value!r} is too long", MAX_CONSTANT_BITS)
+        max_bits = current_limits().number_constant_bits
+        if len(digits) + abs(exponent) > max_bits // 3:  # before building 10**exponent
+            raise LimitExceeded("number_constant_bits", f"{keyword} {value!r} is too long", max_bits)
         q = Fraction(dec)
     else:
         raise SpecError(f"{keyword} is {value!r}", where or "/", "a number")
@@ -164,8 +161,9 @@ def _exact(value: Number, keyword: str, where: str) -> Fraction:
 
 def _check_size(q: Fraction, what: str) -> None:
     bits = max(q.numerator.bit_length(), q.denominator.bit_length())
-    if bits > MAX_CONSTANT_BITS:
-        raise LimitExceeded("number_constant_bits", f"{what} needs {bits} bits", MAX_CONSTANT_BITS)
+    max_bits = current_limits().number_constant_bits
+    if bits > max_bits:
+        raise LimitExceeded("number_constant_bits", f"{what} needs {bits} bits", max_bits)
 
 
 def _lcm(a: Fraction, b: Fraction) -> Fraction:
@@ -547,8 +545,9 @@ def _normalize(
         if not point.admits(lo):
             return None
         minimal = []
-    if len(minimal) > MAX_NOT_MULTIPLE_OF:
-        raise LimitExceeded("number_not_multiple_of", len(minimal), MAX_NOT_MULTIPLE_OF)
+    max_moduli = current_limits().number_not_multiple_of
+    if len(minimal) > max_moduli:
+        raise LimitExceeded("number_not_multiple_of", len(minimal), max_moduli)
     c = NumberConstraint(lo, lo_excl, hi, hi_excl, m, tuple(minimal), spelling)
     if _interval_find(c._lattice, lo, lo_excl, hi, hi_excl, pick=False) is None:
         return None
@@ -662,8 +661,9 @@ def _simplify(conjs: Iterable[NumberConstraint | None]) -> tuple[NumberConstrain
         kept = [k for k in kept if not _subsumes(c, k)]
         kept.append(c)
     kept.sort(key=NumberConstraint._sort_key)
-    if len(kept) > MAX_CONJUNCTIONS:
-        raise LimitExceeded("number_predicate_conjunctions", len(kept), MAX_CONJUNCTIONS)
+    max_conjunctions = current_limits().number_predicate_conjunctions
+    if len(kept) > max_conjunctions:
+        raise LimitExceeded("number_predicate_conjunctions", len(kept), max_conjunctions)
     return tuple(kept)
 
 

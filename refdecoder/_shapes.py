@@ -1,10 +1,9 @@
 """JSON Schema shapes: the values the front-end (``_jsonschema``) normalizes every subschema to.
 
-Split from ``_jsonschema`` so that the modules built on the shape algebra (``_unevaluated``,
-``_jsonschema_emit``, ``_valuememory``) import the data types without importing the compiler — no
-import cycle among the package's modules (the import-linter contract in pyproject.toml). The theory
-of operation is ``_jsonschema``'s module docstring: a :class:`Shape` is, per JSON type, the exact set
-of values of that type a schema expression accepts; containers are unions of :class:`ArrayShape` /
+The data types only, with the expression constructors (``and_exprs``, ``not_expr``); the operations
+on shapes (intersection, union, complement, disjointness) are ``_shape_algebra``. The theory of
+operation is ``_jsonschema``'s module docstring: a :class:`Shape` is, per JSON type, the exact set of
+values of that type a schema expression accepts; containers are unions of :class:`ArrayShape` /
 :class:`ObjectShape` whose members are schema expressions (``Expr``).
 """
 
@@ -12,14 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._fsa import CodepointDFA
 from ._numbers import NumberPredicate
-from .errors import SpecError
-
-if TYPE_CHECKING:
-    from ._jsonschema import Ctx
 
 Expr = Hashable
 TRUE: Expr = ("true",)
@@ -60,15 +55,26 @@ class ObjectShape:
 
 
 @dataclass(frozen=True)
+class Contains:
+    """A ``contains`` with its bounds: between ``min`` and ``max`` (None: no bound) of the items at
+    positions ``start`` and later are in ``expr`` (positions before ``start`` never count)."""
+
+    expr: Expr
+    min: int = 1
+    max: int | None = None
+    start: int = 0
+
+
+@dataclass(frozen=True)
 class ArrayShape:
+    """Arrays: the ``prefix`` positions, then ``items``; every ``contains`` entry must hold (each is
+    counted on its own: ``allOf`` of two ``contains``, or a complement, makes several)."""
+
     prefix: tuple[Expr, ...] = ()
     items: Expr = TRUE
     min_items: int = 0
     max_items: int | None = None
-    contains: Expr | None = None
-    min_contains: int = 1
-    max_contains: int | None = None
-    contains_from: int = 0  # positions before this never count for ``contains``
+    contains: tuple[Contains, ...] = ()
     # the JSON pointer of a ``uniqueItems: true`` that asks for pairwise distinct items (None: no such
     # keyword); decided by remembering the items written (refdecoder/_valuememory.py)
     unique: str | None = None
@@ -140,6 +146,8 @@ def and_exprs(exprs: Any) -> Expr:
             items.add(e)
     if not items:
         return TRUE
+    if any(isinstance(e, tuple) and len(e) == 2 and e[0] == "not" and e[1] in items for e in items):
+        return FALSE  # e ∧ ¬e
     if len(items) == 1:
         return next(iter(items))
     return ("and", frozenset(items))
@@ -153,19 +161,3 @@ def not_expr(e: Expr) -> Expr:
     if isinstance(e, tuple) and e and e[0] == "not":
         return e[1]
     return ("not", e)
-
-
-# Keyword helpers shared with ``_unevaluated``
-def _ecma_search(ctx: Ctx, value: Any, where: str) -> CodepointDFA:
-    from ._regex import compile_regex_dfa
-
-    if not isinstance(value, str):
-        raise SpecError("pattern must be a string", where, "an ECMA-262 regular expression")
-    return compile_regex_dfa(value, flavor="ecma", mode="search", where=where)
-
-
-def _props_dict(ctx: Ctx, kw: str) -> dict[str, Any]:
-    v = ctx.schema.get(kw, {})
-    if not isinstance(v, dict):
-        raise SpecError(f"'{kw}' must be an object", ctx.at(kw), "an object mapping names to schemas")
-    return v

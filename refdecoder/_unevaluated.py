@@ -58,8 +58,9 @@ The cases, per construct (each is sound and complete given those of its subschem
   complement of ``if``'s shape (taken only when ``else`` contributes); and ``(any, ∅)``.
 
 Cases whose language another case with ``when = any`` covers are dropped (they add no instance). The
-number of cases is bounded (``LimitExceeded("unevaluated_cases")``); ``rel`` is memoized per location
-and refuses an in-place cycle, as the shapes do.
+number of cases is bounded (``Limits.unevaluated_cases``, and the container shapes in one case's
+condition ``Limits.unevaluated_alternatives``); ``rel`` is memoized per location (in the compiler's
+``unevaluated_memo``) and refuses an in-place cycle, as the shapes do.
 
 Where the two authorities disagree, the reference refuses (a refusal beats an approximation): in draft
 2019-09, ``jsonschema`` (the validator the reference is tested against; ``_legacy_keywords``) reads a
@@ -76,10 +77,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations, product
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
-from weakref import WeakKeyDictionary
+from typing import Any, Generic, TypeVar, cast
 
+from ._drafts import schema_members
 from ._fsa import CodepointDFA
+from ._jsonschema_ctx import Ctx, SchemaCompiler, ecma_search, props_dict
 from ._shapes import (
     ANY_ARRAY,
     ANY_OBJECT,
@@ -89,21 +91,13 @@ from ._shapes import (
     Expr,
     ObjectShape,
     Shape,
-    _ecma_search,
-    _props_dict,
     and_exprs,
     not_expr,
     only,
 )
 from .errors import LimitExceeded, SpecError, Unsupported
 
-if TYPE_CHECKING:
-    from ._jsonschema import Compiler, Ctx
-
-__all__ = ["Case", "Indexes", "unevaluated_items", "unevaluated_properties", "MAX_CASES"]
-
-#: Cases one schema object's analysis may keep (after dropping covered ones).
-MAX_CASES = 64
+__all__ = ["Case", "Indexes", "unevaluated_items", "unevaluated_properties"]
 
 Lang = TypeVar("Lang")
 
@@ -145,14 +139,14 @@ class Case(Generic[Lang]):
 # returning the language it evaluates once its schema object validated.
 # ---------------------------------------------------------------------------------------------
 def properties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> CodepointDFA:
-    names = list(_props_dict(ctx, "properties"))
+    names = list(props_dict(ctx, "properties"))
     return CodepointDFA.literals(names) if names else CodepointDFA.empty()
 
 
 def patternProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> CodepointDFA:
     out = CodepointDFA.empty()
-    for p in _props_dict(ctx, "patternProperties"):
-        out = out.union(_ecma_search(ctx, p, ctx.at("patternProperties", p)))
+    for p in props_dict(ctx, "patternProperties"):
+        out = out.union(ecma_search(ctx, p, ctx.at("patternProperties", p)))
     return out
 
 
@@ -173,7 +167,7 @@ def additionalProperties_2019(ctx: Ctx, value: Any, schema: dict[str, Any]) -> C
 
 
 def unevaluatedProperties_nested(ctx: Ctx, value: Any, schema: dict[str, Any]) -> CodepointDFA:
-    if isinstance(value, dict) and value and ctx.c.draft_at(ctx.doc, ctx.ptr) == "2019-09":
+    if isinstance(value, dict) and value and ctx.c.refs.draft_at(ctx.doc, ctx.ptr) == "2019-09":
         raise Unsupported(
             "unevaluatedProperties",
             ctx.at("unevaluatedProperties"),
@@ -262,7 +256,7 @@ class Kind(Generic[Lang]):
     def part(self, s: Shape) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def meet(self, c: Compiler, p: Any, q: Any) -> Any:
+    def meet(self, c: SchemaCompiler, p: Any, q: Any) -> Any:
         raise NotImplementedError
 
     def wrap(self, parts: tuple[Any, ...]) -> Shape:
@@ -295,8 +289,8 @@ class PropertyKind(Kind[CodepointDFA]):
     def part(self, s: Shape) -> tuple[Any, ...]:
         return s.objects
 
-    def meet(self, c: Compiler, p: Any, q: Any) -> Any:
-        return c.and_object(p, q)
+    def meet(self, c: SchemaCompiler, p: Any, q: Any) -> Any:
+        return c.algebra.and_object(p, q)
 
     def wrap(self, parts: tuple[Any, ...]) -> Shape:
         return only(objects=parts)
@@ -331,8 +325,8 @@ class ItemKind(Kind[Indexes]):
     def part(self, s: Shape) -> tuple[Any, ...]:
         return s.arrays
 
-    def meet(self, c: Compiler, p: Any, q: Any) -> Any:
-        return c.and_array(p, q)
+    def meet(self, c: SchemaCompiler, p: Any, q: Any) -> Any:
+        return c.algebra.and_array(p, q)
 
     def wrap(self, parts: tuple[Any, ...]) -> Shape:
         return only(arrays=parts)
@@ -360,7 +354,7 @@ class ItemKind(Kind[Indexes]):
                     "unevaluatedItems",
                     an.where,
                     "an item no 'contains' matched must satisfy unevaluatedItems; that disjunction is "
-                    f"not decided ({e.keyword} at {e.json_pointer or '/'}: {e.reason})",
+                    f"not decided ({e.keyword} at {e.where or '/'}: {e.reason})",
                 ) from e
         return ArrayShape(prefix=(TRUE,) * evaluated.prefix, items=rest)
 
@@ -384,19 +378,16 @@ def or_exprs(exprs: list[Expr]) -> Expr:
 # ---------------------------------------------------------------------------------------------
 # The analysis: cases per schema location (memoized per compiler, kind and draft)
 # ---------------------------------------------------------------------------------------------
-_MEMO: WeakKeyDictionary[Compiler, dict[Any, list[Any]]] = WeakKeyDictionary()
-
-
 class Analysis(Generic[Lang]):
     """The cases of the locations one ``unevaluated*`` keyword can see (see the module docstring)."""
 
-    def __init__(self, c: Compiler, kind: Kind[Lang], draft: str, where: str) -> None:
+    def __init__(self, c: SchemaCompiler, kind: Kind[Lang], draft: str, where: str) -> None:
         self.c = c
         self.kind = kind
         self.draft = draft
         self.where = where
         self.any: tuple[Any, ...] = (kind.any_part,)
-        self.memo = _MEMO.setdefault(c, {})
+        self.memo = c.unevaluated_memo
         self.in_progress: set[Expr] = set()
 
     # -- the case algebra ------------------------------------------------------------------------
@@ -408,13 +399,14 @@ class Analysis(Generic[Lang]):
         try:
             out = tuple(dict.fromkeys(self.kind.meet(self.c, p, q) for p, q in product(a, b)))
         except Unsupported as e:
-            if e.json_pointer:
+            if e.where:
                 raise
             raise Unsupported(e.keyword, self.where, f"{e.reason} (seen by {self.kind.keyword})") from e
         if self.kind.any_part in out:
             return self.any
-        if len(out) > MAX_CASES:
-            raise LimitExceeded(f"{self.kind.keyword}_alternatives", len(out), MAX_CASES, self.where)
+        bound = self.c.limits.unevaluated_alternatives
+        if len(out) > bound:
+            raise LimitExceeded("unevaluated_alternatives", len(out), bound, self.where)
         return out
 
     def times(self, left: list[Case[Lang]], right: list[Case[Lang]]) -> list[Case[Lang]]:
@@ -435,8 +427,9 @@ class Analysis(Generic[Lang]):
             for x in cases
             if not any(t is not x and self.kind.covers(t.evaluated, x.evaluated) for t in total)
         ]
-        if len(out) > MAX_CASES:
-            raise LimitExceeded("unevaluated_cases", len(out), MAX_CASES, self.where)
+        bound = self.c.limits.unevaluated_cases
+        if len(out) > bound:
+            raise LimitExceeded("unevaluated_cases", len(out), bound, self.where)
         return out
 
     def contributes(self, cases: list[Case[Lang]]) -> bool:
@@ -474,14 +467,14 @@ class Analysis(Generic[Lang]):
 
     def _rel(self, doc: str, ptr: str, scope: Any, own: bool) -> list[Case[Lang]]:
         c, kind = self.c, self.kind
-        schema = c.schema_at(doc, ptr)
+        schema = c.refs.schema_at(doc, ptr)
         if isinstance(schema, bool):
             return [Case(self.any, kind.none)]
         if not isinstance(schema, dict):
             raise SpecError(
                 "schema must be an object or a boolean", ptr or "/", "a JSON object or true/false"
             )
-        draft = c.draft_at(doc, ptr)
+        draft = c.refs.draft_at(doc, ptr)
         if draft != self.draft:
             raise Unsupported(
                 kind.keyword,
@@ -515,7 +508,7 @@ def _in_place(an: Analysis[Any], ctx: Ctx, *parts: str | int) -> Expr:
     """The subschema at ``parts``, descended into in place. jsonschema collects its annotations with
     the outer base URI (no ``in_subresource``), so one with its own ``$id`` holding references is refused."""
     e = ctx.sub(*parts)
-    node = ctx.c.schema_at(ctx.doc, ctx.at(*parts))
+    node = ctx.c.refs.schema_at(ctx.doc, ctx.at(*parts))
     if isinstance(node, dict) and "$id" in node and _has_reference(node):
         raise Unsupported(
             an.kind.keyword,
@@ -527,15 +520,15 @@ def _in_place(an: Analysis[Any], ctx: Ctx, *parts: str | int) -> Expr:
 
 
 def _has_reference(node: Any) -> bool:
-    stack = [node]
+    stack: list[tuple[Any, bool]] = [(node, False)]
     while stack:
-        n = stack.pop()
+        n, names = stack.pop()
         if isinstance(n, dict):
-            if any(k in n for k in ("$ref", "$dynamicRef", "$recursiveRef")):
+            if not names and any(k in n for k in ("$ref", "$dynamicRef", "$recursiveRef")):
                 return True
-            stack.extend(v for k, v in n.items() if k not in ("enum", "const", "examples", "default"))
+            stack.extend((v, sub) for _, v, sub in schema_members(n, names))
         elif isinstance(n, list):
-            stack.extend(n)
+            stack.extend((v, False) for v in n)
     return False
 
 
@@ -553,8 +546,9 @@ def allOf(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> l
 def anyOf(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> list[Case[Lang]]:
     branches = _branches(an, ctx, "anyOf")
     helping = [e for e in branches if an.contributes(an.rel(e))]
-    if 2 ** len(helping) - 1 > MAX_CASES:
-        raise LimitExceeded("unevaluated_cases", 2 ** len(helping) - 1, MAX_CASES, ctx.at("anyOf"))
+    bound = an.c.limits.unevaluated_cases
+    if 2 ** len(helping) - 1 > bound:
+        raise LimitExceeded("unevaluated_cases", 2 ** len(helping) - 1, bound, ctx.at("anyOf"))
     out: list[Case[Lang]] = [Case(an.any, an.kind.none)] if len(helping) < len(branches) else []
     fulls = [an.full(e) for e in helping]
     for r in range(1, len(fulls) + 1):
@@ -585,7 +579,7 @@ def if_(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> lis
     if "else" in schema:
         else_ = an.rel(_in_place(an, ctx, "else"))
         if an.contributes(else_):
-            failed = an.kind.part(an.c.complement(an.c.shape(cond), ctx.at("if")))
+            failed = an.kind.part(an.c.algebra.complement(an.c.shape(cond), ctx.at("if")))
             out.extend(Case(an.meet(failed, x.when), x.evaluated) for x in else_)
     return an.prune(out)
 
@@ -604,19 +598,19 @@ def dependentSchemas(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str,
 
 
 def ref(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> list[Case[Lang]]:
-    return an.rel(an.c.resolve_ref(value, ctx.doc, ctx.ptr, ctx.scope))
+    return an.rel(an.c.refs.resolve_ref(value, ctx.doc, ctx.ptr, ctx.scope))
 
 
 def dynamicRef(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> list[Case[Lang]]:
-    """The target ``Compiler.resolve_dynamic_ref`` decides: jsonschema collects annotations through
+    """The target ``Resolver.resolve_dynamic_ref`` decides: jsonschema collects annotations through
     the same ``lookup`` it validates with."""
-    return an.rel(an.c.resolve_dynamic_ref(value, ctx.doc, ctx.ptr, ctx.scope))
+    return an.rel(an.c.refs.resolve_dynamic_ref(value, ctx.doc, ctx.ptr, ctx.scope))
 
 
 def recursiveRef(an: Analysis[Lang], ctx: Ctx, value: Any, schema: dict[str, Any]) -> list[Case[Lang]]:
-    """The target ``Compiler.resolve_recursive_ref`` decides (jsonschema: ``lookup_recursive_ref``,
+    """The target ``Resolver.resolve_recursive_ref`` decides (jsonschema: ``lookup_recursive_ref``,
     as when it validates)."""
-    return an.rel(an.c.resolve_recursive_ref(ctx.doc, ctx.ptr, ctx.scope))
+    return an.rel(an.c.refs.resolve_recursive_ref(ctx.doc, ctx.ptr, ctx.scope))
 
 
 IN_PLACE: dict[str, Applicator] = {
@@ -640,7 +634,7 @@ def _unevaluated(kind: Kind[Lang], ctx: Ctx, value: Any) -> Shape | None:
         return None
     c = ctx.c
     where = ctx.at(kind.keyword)
-    an = Analysis(c, kind, c.draft_at(ctx.doc, ctx.ptr), where)
+    an = Analysis(c, kind, c.refs.draft_at(ctx.doc, ctx.ptr), where)
     here: Expr = ("loc", ctx.doc, ctx.ptr) if ctx.scope is None else ("loc", ctx.doc, ctx.ptr, ctx.scope)
     cases = an.rel(here, own=False)
     if kind is PROPERTIES and an.draft == "2019-09" and isinstance(value, dict):

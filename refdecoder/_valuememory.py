@@ -1,4 +1,4 @@
-"""Value memory: array items that exclude the values already written (``uniqueItems``, issue 20).
+"""Value memory: array items that exclude the values already written (``uniqueItems``).
 
 Theory of operation
 -------------------
@@ -70,7 +70,8 @@ from ._ir import CALL, RETURN, Action
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._keymemory import language_size
 from ._lexeme import ByteDFA, can_continue
-from ._numbers import MAX_CONJUNCTIONS, MAX_CONSTANT_BITS, NumberLexeme, NumberPredicate, any_number_dfa
+from ._limits import current_limits, limits_scope
+from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
 from ._parser import Parser
 from .errors import LimitExceeded, Unsupported
 
@@ -146,9 +147,10 @@ def _fraction_of_number(v: Canon, where: str) -> Fraction:
     """The exact rational of a canonical number, refused past the predicates' constant size."""
     num: Any = v
     _, neg, digits, exp = num
-    if len(digits) + abs(exp) > MAX_CONSTANT_BITS // 3:
+    max_bits = current_limits().number_constant_bits
+    if len(digits) + abs(exp) > max_bits // 3:
         raise LimitExceeded(
-            "number_constant_bits", f"excluding {'-' if neg else ''}{digits}e{exp}", MAX_CONSTANT_BITS, where
+            "number_constant_bits", f"excluding {'-' if neg else ''}{digits}e{exp}", max_bits, where
         )
     x = Fraction(int(digits)) * Fraction(10) ** exp
     return -x if neg else x
@@ -281,7 +283,18 @@ class ScalarValueLexeme:
     strings of ``string``, minus the values the state excludes. States: ``(X, part, inner state, raw)``
     with ``part`` -1 before the first byte, else an index into the parts built for ``X``."""
 
-    __slots__ = ("null", "booleans", "number", "string", "_escapes", "_states", "_key", "_parts", "where")
+    __slots__ = (
+        "null",
+        "booleans",
+        "number",
+        "string",
+        "_escapes",
+        "_states",
+        "_key",
+        "_parts",
+        "_limits",
+        "where",
+    )
 
     def __init__(
         self,
@@ -295,6 +308,8 @@ class ScalarValueLexeme:
     ) -> None:
         if not number.is_empty() and number != _ANY_NUMBER:
             _check_number_part(number, where)
+        # the limits compiled under: the parts are built while matching, under the same ones
+        self._limits = current_limits()
         self.null = null
         self.booleans = booleans
         self.number = number
@@ -320,6 +335,10 @@ class ScalarValueLexeme:
         if hit is not None:
             self._parts.move_to_end(barred)
             return hit
+        with limits_scope(self._limits):
+            return self._build_parts(barred)
+
+    def _build_parts(self, barred: frozenset[Canon]) -> tuple[_Part, ...]:
         out: list[_Part] = []
         words = [w for w, v in _LITERAL_VALUES.items() if v not in barred and self._literal_in(w)]
         if words:
@@ -362,7 +381,8 @@ class ScalarValueLexeme:
         if self.null:
             out.add(("null",))
         out.update(("bool", b) for b in self.booleans)
-        numbers = _predicate_points(self.number, cap)
+        with limits_scope(self._limits):
+            numbers = _predicate_points(self.number, cap)
         if numbers is None:
             return None
         out.update(numbers)
@@ -464,9 +484,12 @@ def _literal_table(words: Iterable[bytes]) -> ByteDFA:
     return ByteDFA.build(trans, 0, finals)
 
 
-#: A constrained number position may hold at most this many values: excluding each written one from
-#: the predicate splits an interval, and the predicate keeps at most ``MAX_CONJUNCTIONS`` of them.
-MAX_NUMBER_POINTS = MAX_CONJUNCTIONS // 2
+def _max_number_points() -> int:
+    """The values a constrained number position may hold (``Limits.unique_items_number_values``):
+    excluding each written one from the predicate splits an interval, and the predicate keeps at most
+    ``Limits.number_predicate_conjunctions`` of them, so at most half that many take effect."""
+    limits = current_limits()
+    return min(limits.unique_items_number_values, limits.number_predicate_conjunctions // 2)
 
 
 def _check_number_part(number: NumberPredicate, where: str) -> None:
@@ -476,13 +499,15 @@ def _check_number_part(number: NumberPredicate, where: str) -> None:
     constant), never an infinite one such as the integers, whose written values may be too large for
     a predicate constant or too many for its conjunctions. ``number`` (any value) needs no predicate
     (:class:`_NumbersMinus`)."""
-    points = _predicate_points(number, MAX_NUMBER_POINTS + 1)
+    cap = _max_number_points()
+    points = _predicate_points(number, cap + 1)
     if points is None:
         raise Unsupported(
             "uniqueItems",
             where,
             "the items may be numbers of a constrained set with more than "
-            f"{MAX_NUMBER_POINTS} values (e.g. integers, or a range): excluding the numbers already "
+            f"{cap} values (e.g. integers, or a range; --limit unique_items_number_values=N raises the count): "
+            "excluding the numbers already "
             "written from that predicate is not bounded by any limit; any number, a finite set of few "
             "numbers, strings and literals are decided",
         )
@@ -518,8 +543,9 @@ def _predicate_points(pred: NumberPredicate, cap: int) -> set[Canon] | None:
         count = sum(sign * (hi // g - (lo - 1) // g) for sign, g in terms)
         if len(out) + count >= cap:
             return None
-        if hi - lo > 64 * cap + 1024:  # fewer than cap points spread that thin: not a JSON Schema's
-            raise LimitExceeded("unique_items_number_points", hi - lo, 64 * cap + 1024)
+        span = current_limits().unique_items_number_points * cap + 1024
+        if hi - lo > span:  # fewer than cap points spread that thin: not a JSON Schema's
+            raise LimitExceeded("unique_items_number_points", hi - lo, span)
         out.update(_number_of_fraction(k * m) for k in range(lo, hi + 1) if all(k % q for q in qs))
     return out if len(out) < cap else None
 

@@ -6,9 +6,10 @@ data as fields, and says in its message what was wrong and how to fix it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
+    "LimitName",
     "MaskcertError",
     "SpecError",
     "Unsupported",
@@ -21,6 +22,39 @@ __all__ = [
 ]
 
 
+#: The name of a :class:`~refdecoder.Limits` field, one per field (``tests/test_architecture.py`` checks
+#: that they agree): what :attr:`LimitExceeded.limit` names and ``--limit NAME=VALUE`` raises. Here,
+#: not in ``_limits``, so that this module stays the package's leaf.
+LimitName = Literal[
+    "schema_bytes",
+    "nesting_depth",
+    "enum_size",
+    "automaton_states",
+    "dfa_states",
+    "nfa_states",
+    "parser_stacks",
+    "compile_seconds",
+    "object_properties",
+    "alternatives",
+    "key_rules",
+    "repeat_bound",
+    "compile_fuel",
+    "byte_dfa_states",
+    "repetition_count",
+    "rewrite_symbols",
+    "lookahead_steps",
+    "unevaluated_cases",
+    "unevaluated_alternatives",
+    "number_constant_bits",
+    "number_not_multiple_of",
+    "number_predicate_conjunctions",
+    "unique_items_number_values",
+    "unique_items_number_points",
+    "object_exists_per_key",
+    "object_search_states",
+]
+
+
 class MaskcertError(Exception):
     """Root of every error maskcert raises on purpose."""
 
@@ -28,8 +62,8 @@ class MaskcertError(Exception):
 class SpecError(MaskcertError, ValueError):
     """A spec (schema, regex, grammar, choice list) is malformed.
 
-    ``where`` names the input (a JSON pointer, a byte offset, a rule name), ``expected`` says what
-    would have been valid there.
+    ``where`` is the place in the spec (a JSON pointer, a byte offset, a rule name), ``expected`` says
+    what would have been valid there.
     """
 
     def __init__(self, what: str, where: str, expected: str) -> None:
@@ -40,20 +74,27 @@ class SpecError(MaskcertError, ValueError):
 
 
 class Unsupported(MaskcertError, ValueError):
-    """The reference cannot decide this construct exactly, so it refuses it instead of approximating."""
+    """The reference cannot decide this construct exactly, so it refuses it instead of approximating.
 
-    def __init__(self, keyword: str, json_pointer: str, reason: str) -> None:
+    ``where`` is the construct's place in the spec (a JSON pointer, a rule name; ``""`` for the root).
+    """
+
+    def __init__(self, keyword: str, where: str, reason: str) -> None:
         self.keyword = keyword
-        self.json_pointer = json_pointer
+        self.where = where
         self.reason = reason
-        super().__init__(f"unsupported {keyword!r} at {json_pointer or '/'}: {reason}")
+        super().__init__(f"unsupported {keyword!r} at {where or '/'}: {reason}")
 
 
 class LimitExceeded(MaskcertError, ValueError):
-    """A resource limit was hit; raise the limit (see ``Limits``) or simplify the spec."""
+    """A resource limit was hit; raise the limit (see ``Limits``) or simplify the spec.
 
-    def __init__(self, limit: str, value: Any, bound: Any = None, where: str = "") -> None:
-        self.limit = limit
+    ``where`` is the place in the spec where it was hit (a JSON pointer, or words such as ``"pattern"``;
+    ``""`` when not known).
+    """
+
+    def __init__(self, limit: LimitName, value: Any, bound: Any = None, where: str = "") -> None:
+        self.limit: LimitName = limit
         self.value = value
         self.bound = bound
         self.where = where
@@ -63,8 +104,10 @@ class LimitExceeded(MaskcertError, ValueError):
 
 
 class InputError(MaskcertError, ValueError):
-    """An input (a file, a name, a record) that is not what was expected: ``path`` names it,
-    ``expected`` says what would have been valid, ``detail`` what was found instead."""
+    """An input (a file, a name, a record) that is not what was expected: ``path`` names the input
+    itself (a file's path, or what the input is), ``expected`` says what would have been valid,
+    ``detail`` what was found instead. A place *inside* the input is ``where`` on the spec errors
+    above, and ``line``/``column``/``offset`` on :class:`SpecFileError`."""
 
     def __init__(self, path: str, expected: str, detail: str = "") -> None:
         self.path = path

@@ -46,7 +46,6 @@ REFUSED_PROBES = {
     "unevaluatedItems",
     "pattern-backreference",
     "pattern-lookahead",
-    "format-idn-email-asserted",
     "regex-backreference",
     "regex-lookahead",
 }

@@ -93,16 +93,16 @@ def test_declared_schema_wins_over_the_profile_draft() -> None:
 def test_unknown_schema_is_refused_naming_it_and_the_known_drafts() -> None:
     for meta in ("http://json-schema.org/draft-03/schema#", "https://example.com/meta"):
         e = refusal({"$schema": meta, "type": "string"})
-        assert e.keyword == "$schema" and e.json_pointer == "/$schema"
+        assert e.keyword == "$schema" and e.where == "/$schema"
         assert meta in e.reason and "draft-04" in e.reason and "2020-12" in e.reason
     # A location below an unknown meta-schema, reached by $ref, is refused too (its vocabulary is unknown).
     schema = {
         "$ref": "#/$defs/a",
         "$defs": {"a": {"$schema": "https://example.com/meta", "$defs": {"b": {}}}},
     }
-    assert refusal(schema).json_pointer == "/$defs/a/$schema"
+    assert refusal(schema).where == "/$defs/a/$schema"
     inner = {"$ref": "#/$defs/a/$defs/b", "$defs": schema["$defs"]}
-    assert refusal(inner).json_pointer == "/$defs/a/$schema"
+    assert refusal(inner).where == "/$defs/a/$schema"
     with pytest.raises(SpecError):
         refdecoder.compile(JsonSchema({"$schema": 7}))
 

@@ -150,7 +150,7 @@ def test_schemas_without_dynamic_anchors_keep_scope_free_expressions() -> None:
         {"type": "array", "items": {"$ref": "#"}},
         {"$dynamicAnchor": "t", "type": ["integer", "array"], "items": {"$dynamicRef": "#t"}},
     ):
-        assert Compiler(JsonSchema(schema, PROFILE), Limits()).dynamic is None
+        assert Compiler(JsonSchema(schema, PROFILE), Limits()).refs.dynamic is None
     assert verdicts(
         {"$dynamicAnchor": "t", "type": ["integer", "array"], "items": {"$dynamicRef": "#t"}},
         [
@@ -159,7 +159,7 @@ def test_schemas_without_dynamic_anchors_keep_scope_free_expressions() -> None:
             ["a"],
         ],
     ) == [True, True, False]
-    assert Compiler(JsonSchema(_list_of({"type": "string"}), PROFILE), Limits()).dynamic is not None
+    assert Compiler(JsonSchema(_list_of({"type": "string"}), PROFILE), Limits()).refs.dynamic is not None
 
 
 def test_dynamic_ref_refused_where_jsonschema_reads_the_scope_otherwise() -> None:
@@ -190,7 +190,7 @@ def test_dynamic_ref_refused_where_jsonschema_reads_the_scope_otherwise() -> Non
         ],
     }
     e = refusal(schema)
-    assert e.keyword == "$dynamicRef" and e.json_pointer.endswith("/items/$dynamicRef")
+    assert e.keyword == "$dynamicRef" and e.where.endswith("/items/$dynamicRef")
     assert "jsonschema" in e.reason
     # The refusal is warranted: jsonschema reads strings where the spec reads numbers.
     assert jsonschema_accepts(schema, {"p": ["a"]}, {}) and not jsonschema_accepts(schema, {"p": [1]}, {})

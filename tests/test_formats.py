@@ -567,7 +567,7 @@ def test_json_pointer():
 
 
 def test_unknown_formats_are_none():
-    for name in ("idn-email", "idn-hostname", "regex", "color", ""):
+    for name in ("idn-hostname", "regex", "color", ""):
         assert format_dfa(name) is None
     with pytest.raises(ValueError):
         format_dfa("time", leap_seconds="sometimes")  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """The JSON Schema front-end against ``jsonschema``: hand-picked keyword cases, profiles, refusals,
-limits, prefix exactness, and a Hypothesis property over random schemas (issue 3)."""
+limits, prefix exactness, and a Hypothesis property over random schemas."""
 
 from __future__ import annotations
 
@@ -196,6 +196,22 @@ CASES: list[tuple[dict[str, Any], list[Any]]] = [
         },
         [[1, 2], [1, "a"]],
     ),
+    # Member names "default"/"enum"/"const"/"examples" in a map of schemas are schema names, not values.
+    (
+        {
+            "$defs": {"default": {"$anchor": "D", "type": "integer"}, "enum": {"$id": "http://x.test/e"}},
+            "properties": {"const": {"$ref": "#D"}, "examples": {"$ref": "http://x.test/e"}},
+        },
+        [{"const": 1}, {"const": "a"}, {"examples": []}],
+    ),
+    (
+        {
+            "$id": "http://x.test/root",
+            "properties": {"default": {"$id": "d", "$defs": {"x": {"type": "string"}}}},
+            "items": {"$ref": "d#/$defs/x"},
+        },
+        [["a"], [1], {"default": 1}],
+    ),
 ]
 
 
@@ -265,7 +281,7 @@ def test_many_properties_any_order_do_not_explode() -> None:
 def test_refusals_name_keyword_and_pointer() -> None:
     with pytest.raises(Unsupported) as e:
         compile_({"properties": {"a": {"type": "array", "items": {"type": "object"}, "uniqueItems": True}}})
-    assert e.value.keyword == "uniqueItems" and e.value.json_pointer == "/properties/a/uniqueItems"
+    assert e.value.keyword == "uniqueItems" and e.value.where == "/properties/a/uniqueItems"
     with pytest.raises(Unsupported):
         compile_({"$ref": "#"})
     with pytest.raises(Unsupported):

@@ -25,9 +25,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from refdecoder import Limits
 from refdecoder._lexeme import Lexeme
 from refdecoder._numbers import (
-    MAX_CONJUNCTIONS,
     NumberConstraint,
     NumberLexeme,
     NumberPredicate,
@@ -352,7 +352,7 @@ def test_simplification_merges_and_canonicalizes() -> None:
 
 def test_limits() -> None:
     many = NumberPredicate.none()
-    for k in range(MAX_CONJUNCTIONS // 2 + 1):
+    for k in range(Limits().number_predicate_conjunctions // 2 + 1):
         many = many.or_(NumberPredicate.from_keywords(minimum=3 * k, maximum=3 * k + 1))
     with pytest.raises(LimitExceeded):
         many.or_(many.not_().and_(NumberPredicate.from_keywords(multiple_of="0.5"))).not_().not_()

@@ -142,7 +142,7 @@ def test_2019_properties_where_jsonschema_and_the_spec_agree() -> None:
 # -- refusals: precise, where exactness is out of reach -------------------------------------------
 def test_2019_schema_valued_unevaluated_properties_is_refused_where_jsonschema_differs() -> None:
     e = refusal({"unevaluatedProperties": {"type": "string"}}, "2019-09")
-    assert (e.keyword, e.json_pointer) == ("unevaluatedProperties", "/unevaluatedProperties")
+    assert (e.keyword, e.where) == ("unevaluatedProperties", "/unevaluatedProperties")
     assert "'type'" in e.reason
     # jsonschema 2019-09 exempts a key named "type"; the spec does not: the reference decides neither.
     assert jsonschema.Draft201909Validator({"unevaluatedProperties": {"type": "string"}}).is_valid(
@@ -154,14 +154,14 @@ def test_2019_schema_valued_additional_properties_is_refused_when_seen() -> None
     e = refusal(
         {**FOO, "additionalProperties": {"type": "string"}, "unevaluatedProperties": False}, "2019-09"
     )
-    assert (e.keyword, e.json_pointer) == ("additionalProperties", "/additionalProperties")
+    assert (e.keyword, e.where) == ("additionalProperties", "/additionalProperties")
     e = refusal({"allOf": [{"additionalProperties": {}}], "unevaluatedProperties": False}, "2019-09")
-    assert e.json_pointer == "/allOf/0/additionalProperties"
+    assert e.where == "/allOf/0/additionalProperties"
 
 
 def test_2019_contains_is_refused_when_it_could_evaluate_items() -> None:
     e = refusal({"contains": {"type": "string"}, "unevaluatedItems": False}, "2019-09")
-    assert (e.keyword, e.json_pointer) == ("unevaluatedItems", "/unevaluatedItems")
+    assert (e.keyword, e.where) == ("unevaluatedItems", "/unevaluatedItems")
     assert "contains" in e.reason
     # ... but not when "items" evaluates every item anyway
     agree(
@@ -173,7 +173,7 @@ def test_2019_contains_is_refused_when_it_could_evaluate_items() -> None:
 
 def test_2019_boolean_items_is_refused() -> None:
     e = refusal({"allOf": [{"items": True}], "unevaluatedItems": False}, "2019-09")
-    assert (e.keyword, e.json_pointer) == ("items", "/allOf/0/items")
+    assert (e.keyword, e.where) == ("items", "/allOf/0/items")
 
 
 def test_in_place_cycle_is_refused() -> None:
@@ -199,7 +199,7 @@ def test_in_place_subschema_with_its_own_id_and_references_is_refused() -> None:
         "unevaluatedProperties": False,
     }
     e = refusal(schema)
-    assert (e.keyword, e.json_pointer) == (
+    assert (e.keyword, e.where) == (
         "unevaluatedProperties",
         "/unevaluatedProperties",
     ) and "$id" in e.reason

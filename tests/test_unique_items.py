@@ -1,4 +1,4 @@
-"""``uniqueItems`` decided exactly (refdecoder/_valuememory.py, issue 20).
+"""``uniqueItems`` decided exactly (refdecoder/_valuememory.py).
 
 The oracle is ``jsonschema`` on the instance parsed with exact decimals (``parse_float=Decimal``: the
 reference compares numbers as exact decimals, ``0.1`` and ``0.10000000000000001`` are two numbers),
@@ -231,7 +231,7 @@ def test_refusals_name_the_keyword_and_pointer(schema: Any, pointer: str, why: s
     with pytest.raises(Unsupported) as e:
         _compile(schema)
     assert e.value.keyword == "uniqueItems"
-    assert e.value.json_pointer == pointer
+    assert e.value.where == pointer
     assert why in e.value.reason
 
 

@@ -2,7 +2,7 @@
 
 When a profile asserts formats, the independent validator (``props.corpus._validate``) judges each
 ``format`` with these functions instead of ``jsonschema``'s own checkers, which it keeps only for
-the formats the reference refuses (``idn-hostname``, ``idn-email``, ``regex``). jsonschema's
+the formats the reference refuses (``idn-hostname``, ``regex``). jsonschema's
 checkers are not RFC readings everywhere: ``email`` and ``idn-email`` only look for an ``@``;
 ``date-time`` and ``time`` reject every leap second; ``date`` rejects year 0000; ``hostname``
 (``fqdn``) accepts a trailing dot and a trailing newline; ``duration``, ``iri``, ``iri-reference``
@@ -144,6 +144,95 @@ def is_email(s: str) -> bool:
     return re.fullmatch(rf"{_SUBDOMAIN}(?:\.{_SUBDOMAIN})*", domain) is not None
 
 
+# -- RFC 6531 mailboxes and IDNA2008 names, through the ``idna`` package ----------------------------
+_UTF8_NON_ASCII = "\x80-\ud7ff\ue000-\U0010ffff"  # RFC 6532 §3.1, scalar values only
+_LOCAL_6531 = re.compile(
+    rf"[{_UTF8_NON_ASCII}{_ATEXT}]+(?:\.[{_UTF8_NON_ASCII}{_ATEXT}]+)*"
+    rf"|\"(?:[\x20\x21\x23-\x5b\x5d-\x7e{_UTF8_NON_ASCII}]|\\[\x20-\x7e])*\""
+)
+#: FULL STOP and the dots RFC 3490 §3.1 maps to it (``idna``'s ``_unicode_dots_re``).
+IDN_SEPARATORS = ".\u3002\uff0e\uff61"
+
+
+def _u_label_ok(label: str) -> bool:
+    """IDNA2008's code point rules for one U-label by ``idna``'s own tables and functions (an
+    implementation independent of the reference's): RFC 5891 §4.2.3.1 hyphens, §4.2.3.2 no leading
+    mark, RFC 5892 PVALID / CONTEXTJ / CONTEXTO with Appendix A. Not NFC, not the length of the
+    A-label (the reference's readings). Code points unassigned in this Python's ``unicodedata`` are
+    rejected: ``idna``'s tables are of a newer Unicode, and the reference's are pinned to Python
+    3.11's (14.0.0), so the two agree on code points assigned in both."""
+    import unicodedata
+
+    from idna import core, idnadata
+    from idna.intranges import intranges_contain
+
+    try:
+        core.check_hyphen_ok(label)
+        core.check_initial_combiner(label)
+    except core.IDNAError:
+        return False
+    classes = idnadata.codepoint_classes
+    for pos, ch in enumerate(label):
+        cp = ord(ch)
+        if unicodedata.category(ch) == "Cn" and cp not in (0xFFFE, 0xFFFF):
+            return False
+        if intranges_contain(cp, classes["PVALID"]):
+            continue
+        if intranges_contain(cp, classes["CONTEXTJ"]) and core.valid_contextj(label, pos):
+            continue
+        if intranges_contain(cp, classes["CONTEXTO"]) and core.valid_contexto(label, pos):
+            continue
+        return False
+    return True
+
+
+def _bidi_name_ok(labels: list[str]) -> bool:
+    """RFC 5893 §2 in a Bidi domain name (an R, AL or AN character anywhere, §1.4): every label
+    passes rules 1-6 (``idna.core.check_bidi`` with ``check_ltr``; ``idna.encode`` itself only
+    checks labels that hold such a character)."""
+    import unicodedata
+
+    from idna import core
+
+    if not any(unicodedata.bidirectional(ch) in ("R", "AL", "AN") for label in labels for ch in label):
+        return True
+    for label in labels:
+        try:
+            core.check_bidi(label, check_ltr=True)
+        except core.IDNAError:
+            return False
+    return True
+
+
+def idn_name_ok(s: str, mode: str) -> bool:
+    """The reference's IDNA2008 names without lengths (``refdecoder._idna``): ``"hostname"``
+    splits at the four dots; an ASCII label is letters, digits and inner hyphens, ``--`` in the
+    third and fourth positions only after ``xn`` (read as LDH, not decoded); ``"mail"`` splits at
+    ``.``, ASCII labels as RFC 5321 ``Let-dig [Ldh-str]``. Any other label is a U-label."""
+    labels = re.split(f"[{IDN_SEPARATORS}]", s) if mode == "hostname" else s.split(".")
+    for label in labels:
+        if label.isascii():
+            if not re.fullmatch(_SUBDOMAIN, label):
+                return False
+            if mode == "hostname" and label[2:4] == "--" and label[:2].lower() != "xn":
+                return False
+        elif not _u_label_ok(label):
+            return False
+    return _bidi_name_ok(labels)
+
+
+def is_idn_email(s: str) -> bool:
+    """RFC 6531 §3.3: RFC 5321's ``Mailbox`` with ``UTF8-non-ascii`` in ``atext`` and
+    ``qtextSMTP`` and U-labels in the domain (:func:`idn_name_ok`, ``"mail"``)."""
+    at = s.rfind("@")
+    if at < 0 or not _LOCAL_6531.fullmatch(s[:at]):
+        return False
+    domain = s[at + 1 :]
+    if domain.startswith("[") and domain.endswith("]"):
+        return is_email("a@" + domain)
+    return idn_name_ok(domain, "mail")
+
+
 # -- host names and addresses ------------------------------------------------------------------------
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
@@ -271,6 +360,7 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "date-time": is_date_time,
     "duration": is_duration,
     "email": is_email,
+    "idn-email": is_idn_email,
     "hostname": is_hostname,
     "ipv4": is_ipv4,
     "ipv6": is_ipv6,
