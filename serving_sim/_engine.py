@@ -219,7 +219,7 @@ class Engine:
             if isinstance(out, Refused):
                 problem = f"refused by {getattr(self.backend, 'name', 'backend')}: {out.reason}"
                 if out.keyword:
-                    problem += f" (keyword {out.keyword!r}{' at ' + out.pointer if out.pointer else ''})"
+                    problem += f" (keyword {out.keyword!r}{' at ' + out.where if out.where else ''})"
             else:
                 entry = out
                 (self.metrics.compile_warm_ms if hit else self.metrics.compile_cold_ms).append(ms)

@@ -1,4 +1,4 @@
-"""pytest-benchmark: each 2020-12 format compiled alone in assertion mode (issue 20's "each alone in
+"""pytest-benchmark: each 2020-12 format compiled alone in assertion mode (the aim: "each alone in
 under half a second"; not collected by ``pytest tests``).
 
 Run: ``pytest tests/bench_formats.py --benchmark-only``. No timed assertions: compare the numbers with

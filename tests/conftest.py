@@ -10,7 +10,7 @@ import os
 
 from hypothesis import settings
 
-from props.checks.profiles import register_profiles
+from props.checks.hypothesis_profiles import register_profiles
 
 register_profiles()
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

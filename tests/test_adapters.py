@@ -1,4 +1,4 @@
-"""The backend adapters and the worker process (issue 6, "Backends").
+"""The backend adapters and the worker process.
 
 These tests are about the *adapters*: that each one satisfies the protocols, hands out masks that
 are its backend's own masks in xgrammar's layout, accepts a canonical valid string, keeps forks

@@ -1,4 +1,4 @@
-"""Whose fault is an exception (issue 15, "Attribution"): an adapter calling an API the installed
+"""Whose fault is an exception: an adapter calling an API the installed
 engine release lacks is never a ``crash`` finding; outside the adapter's tested versions it is a usage
 error (exit 2) naming the version and what is missing, inside them maskcert's internal error (exit 3)."""
 

@@ -1,4 +1,4 @@
-"""Dependency health (issue 13): a broken hypothesis-jsonschema is loud, never a silent loss of
+"""Dependency health: a broken hypothesis-jsonschema is loud, never a silent loss of
 instances; the report counts instances by source; ``maskcert doctor`` names versions and known
 incompatibilities."""
 

@@ -1,6 +1,6 @@
-"""Hostile specs (issue 19): nothing a spec says hangs, exhausts or crashes maskcert.
+"""Hostile specs: nothing a spec says hangs, exhausts or crashes maskcert.
 
-Every input of :data:`maskcert.hostile.CATALOG` (JSON Schema files, regexes, GBNF files, tokenizer
+Every input of :data:`maskcert.hostile_catalog.CATALOG` (JSON Schema files, regexes, GBNF files, tokenizer
 files) runs in a server subprocess under an address-space limit (``RLIMIT_AS``), one batch per kind;
 each test asserts its typed outcome, its time bound and its peak resident memory. Bounds are
 multiplied by ``MASKCERT_HOSTILE_SLACK`` (default 2: CI shares two cores between two test workers).
@@ -19,7 +19,8 @@ import pytest
 
 import refdecoder
 from maskcert.cli import main
-from maskcert.hostile import CATALOG, HostileInput, Outcome, problems, run_batch
+from maskcert.hostile_catalog import CATALOG
+from maskcert.hostile_runner import HostileInput, Outcome, problems, run_batch
 from refdecoder import LimitExceeded, Limits, SpecError, SpecFileError, read_spec_json, read_spec_text
 from refdecoder._input import json_nesting
 from refdecoder._limits import Budget, budget_scope, parse_limit

@@ -1,5 +1,5 @@
 """The serving loop's parts: lifecycle table, admission, caches, snapshots, streaming, finish reasons,
-beams, speculation, preemption, the tiny transformer, and a third-party adapter (issue 7)."""
+beams, speculation, preemption, the tiny transformer, and a third-party adapter."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every named serving fault is caught by the serving invariants within a bounded run, and the same run
-without the fault is clean (issue 7, docs/design.md §5)."""
+without the fault is clean (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ database, or as Ray tasks; SIGINT/SIGTERM stop it without losing a finding. See 
 
 Targets (:data:`BUILTIN_TARGETS`): ``invariants`` (``props.checks.properties`` for a backend),
 ``reference`` (the reference against jsonschema, ``re``, a second GBNF parser, the slow mask
-definition, and the sampler's exact model), ``sampler``, ``serving`` — or any ``module:function``
+definition, and the sampler's exact model), ``sampler``, ``serving``, ``hostile`` (adversarial specs
+against the reference: typed outcomes in bounded time and memory) — or any ``module:function``
 returning a list of :class:`Property`.
 """
 

@@ -1,7 +1,7 @@
 """Hostile specs against the reference (``--target hostile``): adversarial schemas, regexes and GBNF
 grammars (deep nesting, huge bounds, blowup regexes, recursive references, mangled files) built by
 Hypothesis, each compiled the way ``maskcert check-schema`` would, in a server subprocess under an
-address-space limit (:mod:`maskcert.hostile`). The property: a typed outcome (``supported`` or a
+address-space limit (:mod:`maskcert.hostile_runner`). The property: a typed outcome (``supported`` or a
 ``MaskcertError``), within :data:`SECONDS` and under :data:`MB` of peak resident memory, with the
 compile limits lowered to :data:`LIMITS` (so the budget, not luck, bounds the time). A violation is a
 ``limits`` finding (or ``crash`` for an untyped exception) against the reference, whose certificate
@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from maskcert.fuzz._property import Property, TargetContext, cover
-from maskcert.hostile import TYPED, HostileInput, HostileRunner, Outcome, problems
+from maskcert.hostile_runner import TYPED, HostileInput, HostileRunner, Outcome, problems
 from props.contract.findings import Finding, FindingFailure, Invariant, SpecKind, SpecRef
 
 __all__ = ["hostile_properties", "hostile_inputs", "SECONDS", "MB", "LIMITS"]

@@ -36,7 +36,7 @@ from hypothesis import seed as hypothesis_seed
 from maskcert.fuzz._config import CampaignConfig, open_database
 from maskcert.fuzz._property import PropertyLike, coverage_snapshot
 from maskcert.fuzz._targets import build_properties
-from props.checks.profiles import fuzz_settings
+from props.checks.hypothesis_profiles import fuzz_settings
 from props.contract.findings import Finding, FindingFailure
 
 __all__ = ["ShardSpec", "run_shard", "Sink"]

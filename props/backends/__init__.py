@@ -29,6 +29,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from props.backends._common import UnsupportedOption
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.compat import version_of
 from refdecoder.errors import MaskcertError
@@ -45,6 +46,7 @@ __all__ = [
     "engine_version",
     "check_version",
     "engine_request",
+    "UnsupportedOption",
 ]
 
 
@@ -52,7 +54,7 @@ __all__ = [
 class BackendInfo:
     """A registered backend. ``tested`` is a PEP 440 specifier of the engine versions the adapter
     supports (``>=oldest,<=newest``: see the module docstring), ``releases`` the releases it was run
-    on (oldest first: ``tests/test_engines.py`` drives each from the engine cache, ``ci/versions.sh``
+    on (oldest first: ``tests/test_engine_releases.py`` drives each from the engine cache, ``ci/versions.sh``
     certifies the oldest and the newest); ``defaults`` the adapter constructor's defaults for the
     options a reproducer replays."""
 

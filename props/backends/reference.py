@@ -23,7 +23,7 @@ class ReferenceBackend:
 
     def __init__(self, profile: JsonProfile | Mapping[str, Any] | None = None) -> None:
         # The reference implements every profile exactly; by default it follows JSON Schema with
-        # repeated undeclared keys allowed (see JsonProfile: key memory is not implemented). A mapping
+        # repeated undeclared keys allowed (``JsonProfile()`` excludes them, with key memory). A mapping
         # is JsonProfile's fields (what `certify --profile` passes: options stay JSON for checkpoints).
         if isinstance(profile, Mapping):
             profile = JsonProfile(**profile)
@@ -37,7 +37,7 @@ class ReferenceBackend:
         try:
             grammar = refdecoder.compile(spec)
         except Unsupported as e:
-            return Refused(e.reason, e.keyword, e.json_pointer)
+            return Refused(e.reason, e.keyword, e.where)
         except LimitExceeded as e:
             return Refused(str(e), f"limit:{e.limit}", e.where)
         return Compiled(TokenGrammar(grammar, vocabulary), (time.perf_counter() - t0) * 1000)

@@ -365,7 +365,7 @@ def prepare(
         grammar = refdecoder.compile(make_spec(spec, profile.json), limits)
         reference = TokenGrammar(grammar, vocab)
     except refdecoder.Unsupported as e:
-        ref_reason = f"unsupported {e.keyword} at {e.json_pointer or '/'}: {e.reason}"
+        ref_reason = f"unsupported {e.keyword} at {e.where or '/'}: {e.reason}"
     except refdecoder.LimitExceeded as e:
         ref_reason = str(e)
     except refdecoder.SpecError as e:

@@ -54,9 +54,12 @@ class Compiled:
 
 @dataclass(frozen=True)
 class Refused:
+    """A spec the backend will not compile: why, the keyword it names and where in the spec (as
+    :class:`refdecoder.Unsupported` has them; ``""`` when the backend does not say)."""
+
     reason: str
     keyword: str = ""
-    pointer: str = ""
+    where: str = ""
 
 
 CompileOutcome = Union[Compiled, Refused]

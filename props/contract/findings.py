@@ -121,7 +121,7 @@ SEVERITY: dict[Invariant, Severity] = {
     Invariant.LIMITS: Severity.LOW,
 }
 SEVERITY_RANK: dict[Severity, int] = {sev: i for i, sev in enumerate(Severity)}
-# The invariants whose findings make ``maskcert certify`` exit 1 (issue 6).
+# The invariants whose findings make ``maskcert certify`` exit 1.
 FAILING: frozenset[Invariant] = frozenset({Invariant.SOUNDNESS, Invariant.EOS, Invariant.CRASH})
 # Invariants about one token (or EOS) at one step, and those about serving operations.
 TOKEN_INVARIANTS: frozenset[Invariant] = frozenset(

@@ -1,4 +1,4 @@
-"""The feature probe suite (issue 16): every JSON Schema 2020-12 keyword and its common draft-07 forms,
+"""The feature probe suite: every JSON Schema 2020-12 keyword and its common draft-07 forms,
 every ``format``, the regex features and the GBNF features, each with probe specs — the feature alone,
 next to typical siblings, and nested — and valid instances. Targeted invalid instances are not written
 here: certification draws them for every spec (:mod:`props.checks.targeted`).

@@ -5,9 +5,9 @@ Theory of operation. :func:`write_reproducers` writes, under ``<out_dir>/repro/`
 
 * ``vocab-<fingerprint[:12]>.json`` once per vocabulary: ``{"name", "kind", "fingerprint",
   "token_bytes": [hex | null], "eos_ids", "special_ids", "special_names": {id: name}}``;
-* ``<finding.id>.py`` per finding: a script that imports only the backend's package (``xgrammar``,
-  ``llguidance``, ``outlines_core``, ``lmformatenforcer``; ``refdecoder`` for backend ``reference``)
-  and the standard library. It loads the vocabulary file next to it, builds the backend's tokenizer
+* ``<finding.id>.py`` per finding: a script that imports only the backend's package (its import name
+  in the registry, :data:`BACKEND_PACKAGES`: ``xgrammar``, ``llguidance``, ``llama_cpp``, ...;
+  ``refdecoder`` for backend ``reference``) and the standard library. It loads the vocabulary file next to it, builds the backend's tokenizer
   object and compiles the spec exactly as ``props/backends/<adapter module>.py`` does (the same options:
   the adapter's defaults overridden by ``adapter_options``), replays ``finding.prefix_ids`` and
   recomputes the behaviour with the backend.

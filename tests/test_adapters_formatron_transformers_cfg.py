@@ -1,4 +1,4 @@
-"""The formatron (kbnf) and transformers-CFG adapters (issue 18, "More engines").
+"""The formatron (kbnf) and transformers-CFG adapters.
 
 As in ``tests/test_adapters.py``, these are tests of the *adapters*: they satisfy the protocols,
 hand out masks that are the engine's own (recomputed here from scratch through the engine's API),

@@ -1,4 +1,4 @@
-"""Engine releases side by side (issue 18): version ranges, ``--backend NAME==VERSION`` through the
+"""Engine releases side by side: version ranges, ``--backend NAME==VERSION`` through the
 engine cache, feature detection in the adapters, and ``maskcert bisect``.
 
 Nothing here installs from the network: pip is replaced where an install is exercised, releases in

@@ -4,7 +4,7 @@ Each ``--profile`` item is either a *name* or ``KEY=VALUE``, applied left to rig
 JSON Schema's own reading (``JsonProfile()``):
 
 * ``default`` — ``JsonProfile()``: the schema as JSON Schema 2020-12 and RFC 8259 read it (object keys
-  unique, so objects whose undeclared keys could repeat are refused until key memory exists);
+  unique: repeated keys, undeclared ones too, are excluded by key memory);
 * ``reference`` — what ``maskcert certify --backend reference`` uses: ``default`` with repeated
   undeclared keys allowed (``allow_duplicate_keys=true``);
 * an engine's registered name (``xgrammar``, ``llguidance``, ...) — the profile its adapter declares

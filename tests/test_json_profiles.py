@@ -1,4 +1,4 @@
-"""--profile (maskcert/profiles.py) and check-schema --explain (maskcert/explain.py)."""
+"""--profile (maskcert/json_profiles.py) and check-schema --explain (maskcert/explain.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from maskcert.cli import main
 from maskcert.explain import keyword_decisions
-from maskcert.profiles import ProfileError, parse_profile
+from maskcert.json_profiles import ProfileError, parse_profile
 from refdecoder import JsonProfile
 
 OPEN = {"type": "object", "properties": {"a": {"type": "string", "format": "email"}}, "x-vendor": 1}

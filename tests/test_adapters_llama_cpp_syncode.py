@@ -1,4 +1,4 @@
-"""The llama.cpp grammar-sampler (llama-cpp-python) and SynCode adapters (issue 18, "More engines").
+"""The llama.cpp grammar-sampler (llama-cpp-python) and SynCode adapters.
 
 As in ``tests/test_adapters.py``, these test the *adapters*: they satisfy the protocols, hand out masks
 that are the engine's own (recomputed here from scratch through the engine's API), keep forks

@@ -1,4 +1,4 @@
-"""Engines' denial of service as findings: the ``limits`` invariant's growth probes (issue 19).
+"""Engines' denial of service as findings: the ``limits`` invariant's growth probes.
 
 Each :class:`Family` is a hostile spec of growing size: nested ``anyOf``/``oneOf`` at depth 2, 4, 8
 and 16, repetition bounds around engines' internal thresholds (regex ``{n}``, ``minItems``,

@@ -1,4 +1,4 @@
-"""The ``limits`` growth probes (props/checks/limits_probe.py), ``certify --limits-probes`` glue and its
+"""The ``limits`` growth probes (props/checks/growth_probes.py), ``certify --limits-probes`` glue and its
 report section, against toy backends whose compile time and failures are known."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import tokenizers_matrix
-from props.checks.limits_probe import FAMILIES, Family, Point, judge, probe
+from props.checks.growth_probes import FAMILIES, Family, Point, judge, probe
 from props.contract.backend import Compiled, DeclaredProfile, Refused
 from props.contract.findings import Invariant
 from props.output.report import render_html, render_markdown
@@ -107,11 +107,15 @@ def test_families_build_specs_of_growing_size() -> None:
 
 def test_attach_adds_curves_findings_and_defects(vocab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import maskcert.limits_probes
-    from maskcert.certification import Report
+    from maskcert.certification import _assemble, resolve_backend
 
-    report = Report({"counts": {"limits": {}}, "findings": []}, [], {}, {})
+    empty = _assemble(resolve_backend("reference", isolate=False), [vocab], [], [], None, 0, 0.0, True)
+    assert empty.data["counts"]["limits"] == {} and empty.data["findings"] == []
     monkeypatch.setattr(maskcert.limits_probes, "FAMILIES", FAM)
-    maskcert.limits_probes.attach_limits_probes(report, _Toy(lambda n: (n / 40) ** 3 * 0.5), vocab, limit_s=9)
+    report = maskcert.limits_probes.attach_limits_probes(
+        empty, _Toy(lambda n: (n / 40) ** 3 * 0.5), vocab, limit_s=9
+    )
+    assert "limits_probes" not in empty.data  # a new value: the report it was given is unchanged
     assert report.data["limits_probes"]["limit_s"] == 9
     assert [c["verdict"] for c in report.data["limits_probes"]["curves"]] == ["blowup"]
     assert [f["invariant"] for f in report.data["findings"]] == ["limits"]
