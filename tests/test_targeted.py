@@ -1,4 +1,4 @@
-"""Targeted invalid instances, other legal spellings and coverage-guided walks (issue 16): every instance
+"""Targeted invalid instances, other legal spellings and coverage-guided walks: every instance
 is judged the same way by both judges, labelled with the keyword it breaks, and certify handed only the
 triggering spec finds an engine that silently ignores that keyword."""
 
@@ -144,7 +144,7 @@ def test_boundary_instances(schema: Any, feature: str, expected: bytes | None) -
 
 
 def test_trailing_comma_after_a_member() -> None:
-    """issue 16: lm-format-enforcer accepts {"a": 1,} for AB_SCHEMA."""
+    """A defect seen in lm-format-enforcer: it accepts {"a": 1,} for AB_SCHEMA."""
     spec = _spec(AB_SCHEMA)
     made = targeted_invalid(spec, _grammar(spec), [])
     cut = [i.data for i in made.instances if i.feature == "json_syntax/trailing-comma-cut"]
@@ -295,7 +295,7 @@ def test_reference_has_no_targeted_findings_and_reports_coverage(tmp_path: Any) 
         minimize_s=0,
         out=tmp_path,
     )
-    assert report.findings == []
+    assert report.findings == ()
     total = report.data["instances"]["total"]
     assert total["invalid/targeted"] > 0 and total["valid/spellings"] > 0
     assert total["coverage/positions-compared"] > 0

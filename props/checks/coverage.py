@@ -1,11 +1,11 @@
-"""Coverage-guided walks (issue 16): which of the reference's grammar states had their masks compared,
+"""Coverage-guided walks: which of the reference's grammar states had their masks compared,
 and further valid walks steered to the ones that did not, until coverage saturates or the budget ends.
 
 Theory of operation. A reference state is a set of parser stacks (:mod:`refdecoder._parser`); its
 *positions* are, per stack, the top two frames — the lexeme being read with its automaton state, and the
 node that called it with its local state (for an object: which keys were seen, whether a comma was just
 read) — plus ``accepting``. Two prefixes in the same positions are masked by the same rules, so a
-position whose mask was compared once is *covered*; the lm-format-enforcer defect of issue 16 (``}``
+position whose mask was compared once is *covered*; an lm-format-enforcer defect (``}``
 allowed after ``{"a":1,``) sits at a position that no walk through ``{"a":1,"b":""}`` split at the comma
 reaches with a token boundary there.
 

@@ -1,5 +1,5 @@
 """Targeted instances: invalid outputs aimed at one keyword or feature each, and valid outputs in the
-spellings engines forget (issue 16).
+spellings engines forget.
 
 Theory of operation. A soundness defect that a backend hides by *silently ignoring* a keyword shows only
 on an output that the keyword alone rules out. For every spec this module builds such outputs, labels
