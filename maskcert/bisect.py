@@ -15,14 +15,21 @@ changes, which is the first release showing the defect (absent -> present) or th
 (present -> absent). ``exhaustive=True`` runs every release instead and reports every transition.
 A release whose reproducer neither reproduces nor clears (exit 2, an import error, a timeout) is
 ``inconclusive`` and is stepped over.
+
+SIGINT or SIGTERM (:func:`maskcert.sharding.signals`) stops the search at once: the reproducer or
+install in progress is killed, and the result holds the releases run so far with ``interrupted`` set
+(``maskcert bisect`` prints it and exits 128 + the signal). Reproducers die with maskcert even when it
+is killed (:mod:`props.backends.lifetime`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +38,8 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from maskcert.sharding import Interrupted, signal_name, signals
+from props.backends.lifetime import die_with_parent
 from refdecoder.errors import MaskcertError
 
 __all__ = ["BisectError", "Run", "BisectResult", "resolve_repro", "versions_between", "bisect", "run_repro"]
@@ -68,6 +77,8 @@ class BisectResult:
     runs: dict[str, Run] = field(default_factory=dict)
     #: (from_version, to_version, "introduced" | "fixed") for each verdict change between neighbours run
     transitions: list[tuple[str, str, str]] = field(default_factory=list)
+    #: the signal that stopped the search before it finished, None when it finished
+    interrupted: int | None = None
 
     @property
     def first_showing(self) -> str | None:
@@ -96,10 +107,13 @@ class BisectResult:
             "transitions": [{"from": a, "to": b, "kind": k} for a, b, k in self.transitions],
             "first_showing": self.first_showing,
             "first_fixing": self.first_fixing,
+            "interrupted": None if self.interrupted is None else signal_name(self.interrupted),
         }
 
     def summary(self) -> str:
         lines = [f"{self.backend}: {len(self.runs)} of {len(self.versions)} releases run ({self.repro})"]
+        if self.interrupted is not None:
+            lines.append(f"interrupted by {signal_name(self.interrupted)}: the search did not finish")
         for v in self.versions:
             if v in self.runs:
                 r = self.runs[v]
@@ -187,6 +201,8 @@ def run_repro(script: Path, engine_path: Path | None, timeout_s: float = 300.0) 
     env = dict(os.environ)
     if engine_path is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(engine_path), *filter(None, [env.get("PYTHONPATH", "")])])
+    parent = os.getpid()
+    dies_with_us = threading.current_thread() is threading.main_thread()
     try:
         proc = subprocess.run(
             [sys.executable, script.name],
@@ -196,6 +212,7 @@ def run_repro(script: Path, engine_path: Path | None, timeout_s: float = 300.0) 
             text=True,
             timeout=timeout_s,
             check=False,
+            preexec_fn=(lambda: die_with_parent(parent)) if dies_with_us else None,  # noqa: PLW1509
         )
     except subprocess.TimeoutExpired:
         return INCONCLUSIVE, 124, f"no verdict within {timeout_s:g} s"
@@ -220,7 +237,8 @@ def bisect(
     progress: Callable[[str], None] | None = None,
 ) -> BisectResult:
     """Run ``repro`` on ``versions`` (oldest first); ``prepare(version)`` gives the directory holding
-    that release (:func:`props.backends.engines.install_engine`). See the module docstring."""
+    that release (:func:`props.backends.engines.install_engine`). See the module docstring: a signal
+    ends the search with ``interrupted`` set."""
     if not versions:
         raise BisectError(
             f"{backend}: no released version to run (check --versions against the supported range)"
@@ -236,11 +254,16 @@ def bisect(
             result.runs[v] = Run(v, state, code, last)
         return result.runs[v].verdict
 
-    if exhaustive:
-        for i in range(len(versions)):
-            verdict(i)
-    else:
-        _search(verdict, 0, len(versions) - 1)
+    with signals() as stop:
+        try:
+            with stop.abortable():
+                if exhaustive:
+                    for i in range(len(versions)):
+                        verdict(i)
+                else:
+                    _search(verdict, 0, len(versions) - 1)
+        except Interrupted as e:
+            result.interrupted = e.signum if e.signum is not None else int(signal.SIGTERM)
     _transitions(result)
     return result
 

@@ -16,10 +16,22 @@ Theory of operation. For each vocabulary and each corpus case, :func:`certify_ca
    hypothesis-jsonschema too), adversarial walks where the backend picks tokens, and the
    :mod:`props.checks.stateful` machine; a failure is shrunk before it is recorded.
 
-Findings are deduplicated (:func:`props.contract.findings.dedupe`); the report (``report.json`` — schema in
-:mod:`props.output.report` — plus Markdown, HTML and one reproducer script per finding) is written by
-:meth:`Report.write`. ``Report.exit_code`` is 1 when a soundness, eos or crash finding exists, 3 when
-maskcert itself failed on some case (``internal_errors``: a bug to report; the other cases stand).
+Findings are deduplicated (:func:`props.contract.findings.dedupe`). The report is a frozen value
+(:class:`Report`) built once from the run's results; minimization, limits probes, the baseline and the
+reproducer scripts each return a new one, and :meth:`Report.to_json` alone serializes it
+(``report.json`` — schema in :mod:`props.output.report` — plus Markdown and HTML, written with one
+reproducer script per finding by :meth:`Report.write`). ``Report.exit_code`` is derived: 128 + the
+signal when SIGINT/SIGTERM stopped the run, else 3 when maskcert itself failed on some case
+(``internal_errors``: a bug to report; the other cases stand), else 1 when a soundness, eos or crash
+finding exists (with a baseline: a new defect of those), else 4 when the run is incomplete under
+``require_complete``, else 0. An incomplete run says why (:class:`Incomplete`: interrupted, budget
+spent, shards lost — each that holds) and which pairs it did not check. Every option of a run is one
+:class:`CertifyConfig`, checked when it is built.
+
+Signals (:func:`maskcert.sharding.signals`, from the first check to the written report): the first
+SIGINT/SIGTERM abandons the (spec, tokenizer) pair in progress — it is never checkpointed, so
+``--resume`` redoes it — and skips minimization and limits probes; the report is still written. A
+second signal ends the process at once.
 
 A backend given by name runs in a worker subprocess (:class:`props.backends.worker.WorkerBackend`) unless it
 is the reference, so that a hang or a segfault becomes a finding and the run goes on. ``workers > 1``
@@ -28,6 +40,7 @@ shards (vocabulary, case) pairs over that many processes, each with its own back
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
 import json
@@ -36,7 +49,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +58,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
+from maskcert.sharding import Interrupted, abortable, signal_name
 from props.checks.coverage import coverage_walks
 from props.checks.defects import Defect, Reduced, group, minimize_defect, reference_grammars
 from props.checks.invariants import (
@@ -61,6 +75,7 @@ from props.checks.invariants import (
     profile_spec_ref,
     weighted_picker,
 )
+from props.checks.lexemes import check_numbers
 from props.checks.properties import (
     SEGMENTATIONS,
     Property,
@@ -94,10 +109,17 @@ from refdecoder.errors import MaskcertError, SpecFileError
 
 __all__ = [
     "certify",
+    "CertifyConfig",
     "certify_case",
     "load_vocabularies",
     "CaseResult",
     "Report",
+    "Cell",
+    "SpecCounts",
+    "BackendInfo",
+    "TokenizerInfo",
+    "BaselineVerdict",
+    "LimitsProbes",
     "CertifyError",
     "declared_restrictions",
     "resolve_backend",
@@ -313,7 +335,9 @@ def _check_target(
         with t.timed("invalid instances"):
             result.findings += check_invalid(t.backend, t.compiled, t.spec, t.vocab, bad, why, True)
     with t.timed("targeted instances"):
-        result.findings += check_targeted(t, data, seed=seed)  # invalid/targeted, valid/spellings (issue 16)
+        result.findings += check_targeted(t, data, seed=seed)  # invalid/targeted, valid/spellings
+    with t.timed("number instances"):
+        result.findings += check_numbers(t, data, known=result.findings, deadline=deadline)  # */numbers
     with t.timed("coverage-guided walks"):
         result.findings += coverage_walks(t, data, deadline=deadline)  # report: coverage/* and a note
     if out_of_time():
@@ -377,8 +401,14 @@ def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate
     release below the adapter's range is :class:`~props.backends.UnsupportedVersion` either way."""
     options = dict(options or {})
     if isinstance(backend, str):
-        from props.backends import adapter_class, check_version, engine_request, engine_version, load_backend
-        from props.backends._common import UnsupportedOption
+        from props.backends import (
+            UnsupportedOption,
+            adapter_class,
+            check_version,
+            engine_request,
+            engine_version,
+            load_backend,
+        )
         from props.backends.engines import EngineInstallError
 
         try:
@@ -487,46 +517,279 @@ def _cases(
     return cases, described
 
 
-@dataclass
+@dataclass(frozen=True)
+class Cell:
+    """report.json ``counts[invariant][tokenizer]``: checks made and findings of one invariant."""
+
+    checks: int = 0
+    findings: int = 0
+
+
+@dataclass(frozen=True)
+class SpecCounts:
+    """report.json ``specs``: the (spec, tokenizer) pairs by outcome, and the distinct specs."""
+
+    total: int
+    checked: int
+    refused_by_backend: int
+    refused_by_reference: int
+    refused_by_both: int
+    failed: int
+    internal_error: int
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """report.json ``backend``: the certified engine and the profile it declares."""
+
+    name: str
+    version: str
+    profile: Mapping[str, Any]
+    declared_restrictions: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """One entry of report.json ``tokenizers``."""
+
+    name: str
+    kind: str
+    size: int
+    fingerprint: str
+    eos_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """report.json ``baseline``: the run's defects judged against a baseline file (``--baseline``)."""
+
+    path: str
+    known: tuple[str, ...]
+    new: tuple[str, ...]
+    fixed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LimitsProbes:
+    """report.json ``limits_probes``: the growth curves of ``certify --limits-probes``."""
+
+    tokenizer: str
+    limit_s: float
+    curves: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    """report.json ``incomplete``, present only when some (spec, tokenizer) pairs were not checked:
+    every reason that holds, each on its own — never one standing in for another. ``interrupted``:
+    the signal that stopped the run; ``budget_s``: the budget, when it was spent; ``lost_shards``:
+    shards that never answered; ``unfinished``: the (spec, tokenizer) pairs not checked, which
+    ``--resume`` checks."""
+
+    interrupted: int | None
+    budget_s: float | None
+    lost_shards: tuple[str, ...]
+    unfinished: tuple[tuple[str, str], ...]
+
+    def reasons(self) -> list[str]:
+        """The reasons in words, for the report's summary and the command line."""
+        out = []
+        if self.interrupted is not None:
+            out.append(f"interrupted by {signal_name(self.interrupted)}")
+        if self.budget_s is not None:
+            out.append(f"the budget of {self.budget_s:g} s spent")
+        if self.lost_shards:
+            out.append(f"{len(self.lost_shards)} shard(s) never answered")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "interrupted": None if self.interrupted is None else signal_name(self.interrupted),
+            "budget_spent": self.budget_s is not None,
+            "budget_s": self.budget_s,
+            "lost_shards": list(self.lost_shards),
+            "reasons": self.reasons(),
+            "unfinished": [{"spec": s, "tokenizer": t} for s, t in self.unfinished],
+        }
+
+
+@dataclass(frozen=True)
 class Report:
-    """The outcome of :func:`certify`: ``data`` is report.json's content, ``findings`` the values."""
+    """The outcome of :func:`certify`, a value: :func:`_assemble` builds it once from the run's results;
+    minimization, limits probes, the baseline and the reproducers each return a new one
+    (:func:`dataclasses.replace`). :meth:`to_json` is report.json's content; ``exit_code`` is derived."""
 
-    data: dict[str, Any]
-    findings: list[Finding]
-    vocabularies: dict[str, Any]
-    adapter_options: dict[str, Any]
-    defects: list[Defect] = field(default_factory=list)
-    reduced: dict[str, Reduced] = field(default_factory=dict)  # defect id -> its minimized example
+    created: str
+    backend: BackendInfo
+    tokenizers: tuple[TokenizerInfo, ...]
+    corpus: tuple[Mapping[str, Any], ...]
+    budget_s: float | None
+    seed: int
+    elapsed_s: float
+    complete: bool
+    specs: SpecCounts
+    counts: Mapping[str, Mapping[str, Cell]]  # invariant -> tokenizer -> cell
+    defect_counts: Mapping[str, int]  # severity -> defects, as grouped from the checks' findings
+    findings: tuple[Finding, ...]
+    refusals: tuple[Mapping[str, str], ...]
+    declared_differences: Mapping[str, int]
+    suppressed_observations: Mapping[str, int]
+    self_check: tuple[str, ...]
+    timings: Mapping[str, Mapping[str, Any]]
+    instances: Mapping[str, Any]
+    internal_errors: tuple[str, ...]
+    defects: tuple[Defect, ...]
+    vocabularies: Mapping[str, Any] = field(default_factory=dict)  # fingerprint -> vocabulary
+    adapter_options: Mapping[str, Any] = field(default_factory=dict)
+    resumed: int | None = None  # pairs that came from the checkpoint (set by certify)
+    profile: Mapping[str, Any] | None = None  # where the run's time went (set by certify)
+    reduced: Mapping[str, Reduced] = field(default_factory=dict)  # defect id -> its minimized example
+    repro: Mapping[str, str] = field(default_factory=dict)  # finding id -> its reproducer script
+    limits_probes: LimitsProbes | None = None
+    baseline: BaselineVerdict | None = None
     grammar_of: Callable[[Finding], Any] | None = None
+    incomplete: Incomplete | None = None  # why some pairs were not checked (None: every pair was)
+    interrupted: int | None = None  # the signal that stopped the run, in any phase (None: none did)
+    require_complete: bool = False  # an incomplete run fails (exit 4; --require-complete)
 
-    def minimize(self, backend: Any, seconds: float) -> None:
-        """Shrink each defect's spec (:func:`props.checks.defects.minimize_defect`), ``seconds`` each;
-        ``defects`` in report.json then show the minimized spec and witness."""
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal when one stopped the run (as shells expect: an interrupted run never
+        passes); else 3 when maskcert failed on some case; else 1 when a soundness, eos or crash
+        finding exists (with a baseline: a new defect of those); else 4 when the run is incomplete
+        and ``require_complete``; else 0 (a run cut short by its budget keeps this meaning: nothing
+        failing among what was checked)."""
+        if self.interrupted is not None:
+            return 128 + self.interrupted
+        if self.internal_errors:
+            return 3
+        if self.baseline is not None:
+            new = set(self.baseline.new)
+            failing = any(d.invariant in FAILING for d in self.defects if d.id in new)
+        else:
+            failing = any(f.invariant in FAILING for f in self.findings)
+        if failing:
+            return 1
+        return 4 if self.require_complete and not self.complete else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """report.json's content (schema in :mod:`props.output.report`), a fresh dict."""
+        data: dict[str, Any] = {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "tool": {"name": "maskcert", "version": VERSION},
+            "created": self.created,
+            "backend": {
+                "name": self.backend.name,
+                "version": self.backend.version,
+                "profile": copy.deepcopy(dict(self.backend.profile)),
+                "declared_restrictions": [dict(r) for r in self.backend.declared_restrictions],
+            },
+            "tokenizers": [{**dataclasses.asdict(t), "eos_ids": list(t.eos_ids)} for t in self.tokenizers],
+            "corpus": [dict(c) for c in self.corpus],
+            "budget_s": self.budget_s,
+            "seed": self.seed,
+            "elapsed_s": self.elapsed_s,
+            "complete": self.complete,
+            "specs": dataclasses.asdict(self.specs),
+            "counts": {
+                **{
+                    inv: {tok: dataclasses.asdict(cell) for tok, cell in cells.items()}
+                    for inv, cells in self.counts.items()
+                },
+                "defects": dict(self.defect_counts),
+            },
+            "findings": [f.to_json() for f in self.findings],
+            "refusals": [dict(r) for r in self.refusals],
+            "declared_differences": dict(self.declared_differences),
+            "suppressed_observations": dict(self.suppressed_observations),
+            "self_check": list(self.self_check),
+            "timings": copy.deepcopy({k: dict(v) for k, v in self.timings.items()}),
+            "instances": copy.deepcopy(dict(self.instances)),
+            "internal_errors": list(self.internal_errors),
+            "exit_code": self.exit_code,
+            "defects": defects_json(list(self.defects), dict(self.repro), dict(self.reduced)),
+        }
+        if self.incomplete is not None:
+            data["incomplete"] = self.incomplete.to_json()
+        if self.interrupted is not None:
+            data["interrupted"] = signal_name(self.interrupted)
+        if self.resumed is not None:
+            data["resumed"] = self.resumed
+        if self.profile is not None:
+            data["profile"] = copy.deepcopy(dict(self.profile))
+        if self.limits_probes is not None:
+            lp = self.limits_probes
+            data["limits_probes"] = {
+                "tokenizer": lp.tokenizer,
+                "limit_s": lp.limit_s,
+                "curves": [copy.deepcopy(dict(c)) for c in lp.curves],
+            }
+        if self.baseline is not None:
+            b = self.baseline
+            data["baseline"] = {
+                "path": b.path,
+                "known": list(b.known),
+                "new": list(b.new),
+                "fixed": list(b.fixed),
+            }
+        return data
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """report.json's content (:meth:`to_json`); a fresh dict each time, never the report itself."""
+        return self.to_json()
+
+    def minimized(self, backend: Any, seconds: float) -> Report:
+        """This report with each defect's spec shrunk (:func:`props.checks.defects.minimize_defect`),
+        ``seconds`` each; ``defects`` in report.json then show the minimized spec and witness."""
         grammar_of = self.grammar_of or reference_grammars()
+        reduced = dict(self.reduced)
         for d in self.defects:
             vocab = self.vocabularies.get(d.example.tokenizer_fingerprint)
             if vocab is None:
                 continue
-            reduced = minimize_defect(d, backend, vocab, grammar_of, seconds=seconds)
-            if reduced is not None:
-                self.reduced[d.id] = reduced
-        self.data["defects"] = defects_json(self.defects, reduced=self.reduced)
+            small = minimize_defect(d, backend, vocab, grammar_of, seconds=seconds)
+            if small is not None:
+                reduced[d.id] = small
+        return replace(self, reduced=reduced)
 
-    def apply_baseline(self, path: str | Path) -> None:
-        """Judge the run against known defect signatures (``--baseline``): known defects are reported
-        but do not fail the run, new ones do, known ones not seen are listed as fixed. Sets
-        ``baseline`` and recomputes ``exit_code`` (an internal error still gives 3)."""
+    def with_limits_probes(
+        self,
+        tokenizer: str,
+        limit_s: float,
+        curves: Sequence[Mapping[str, Any]],
+        findings: Sequence[Finding],
+        checks: int,
+    ) -> Report:
+        """This report with the growth curves of :mod:`maskcert.limits_probes` on ``tokenizer``, their
+        ``limits`` findings among the others (defects regrouped) and ``checks`` probe points counted
+        (``limits`` findings do not fail a run)."""
+        counts = dict(self.counts)
+        out = replace(self, limits_probes=LimitsProbes(tokenizer, limit_s, tuple(curves)))
+        if Invariant.LIMITS in counts:
+            cells = dict(counts[Invariant.LIMITS])
+            old = cells.get(tokenizer, Cell())
+            cells[tokenizer] = Cell(old.checks + checks, old.findings + len(findings))
+            counts[Invariant.LIMITS] = cells
+            out = replace(out, counts=counts)
+        if findings:
+            every = (*self.findings, *findings)
+            out = replace(out, findings=every, defects=tuple(group(list(every), self.grammar_of)))
+        return out
+
+    def with_baseline(self, path: str | Path) -> Report:
+        """This report judged against known defect signatures (``--baseline``): known defects are
+        reported but do not fail the run, new ones do, known ones not seen are listed as fixed
+        (``exit_code`` follows; an internal error still gives 3)."""
         known = load_baseline(path)
         seen = {d.signature for d in self.defects}
-        new = [d for d in self.defects if d.signature not in known]
-        self.data["baseline"] = {
-            "path": str(path),
-            "known": sorted(d.id for d in self.defects if d.signature in known),
-            "new": [d.id for d in new],
-            "fixed": sorted(known - seen),
-        }
-        if self.data["exit_code"] != 3:
-            self.data["exit_code"] = 1 if any(d.invariant in FAILING for d in new) else 0
+        verdict = BaselineVerdict(
+            path=str(path),
+            known=tuple(sorted(d.id for d in self.defects if d.signature in known)),
+            new=tuple(d.id for d in self.defects if d.signature not in known),
+            fixed=tuple(sorted(known - seen)),
+        )
+        return replace(self, baseline=verdict)
 
     def write_baseline(self, path: str | Path) -> Path:
         """The signatures of this run's defects as a baseline file (``--write-baseline``)."""
@@ -534,35 +797,42 @@ class Report:
         out.parent.mkdir(parents=True, exist_ok=True)
         doc = {
             "maskcert_baseline": 1,
-            "backend": self.data["backend"]["name"],
+            "backend": self.backend.name,
             "signatures": sorted(d.signature for d in self.defects),
         }
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
         return out
 
-    @property
-    def exit_code(self) -> int:
-        return int(self.data["exit_code"])
-
     def by_invariant(self) -> Counter[str]:
         return Counter(f.invariant for f in self.findings)
 
-    def write(self, out: str | Path) -> dict[str, Path]:
-        """report.json, report.md, report.html and repro/*.py under ``out``."""
-        from props.output.report import write_report
+    def with_reproducers(self, out: str | Path) -> Report:
+        """Writes repro/*.py under ``out`` (one per finding and per minimized defect) and returns this
+        report with each finding carrying its script's path."""
         from props.output.repro import write_reproducers
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        self.findings = write_reproducers(self.findings, self.vocabularies, out, self.adapter_options)
-        self.data["findings"] = [f.to_json() for f in self.findings]
+        options = dict(self.adapter_options)
+        findings = write_reproducers(list(self.findings), dict(self.vocabularies), out, options)
         minimal = write_reproducers(
-            [r.finding for r in self.reduced.values()], self.vocabularies, out, self.adapter_options
+            [r.finding for r in self.reduced.values()], dict(self.vocabularies), out, options
         )
-        self.reduced = {d: replace(r, finding=f) for (d, r), f in zip(self.reduced.items(), minimal)}
-        repro = {f.id: f.repro for f in self.findings}
-        self.data["defects"] = defects_json(self.defects, repro, self.reduced)
-        return write_report(self.data, out)
+        return replace(
+            self,
+            findings=tuple(findings),
+            reduced={d: replace(r, finding=f) for (d, r), f in zip(self.reduced.items(), minimal)},
+            repro={f.id: f.repro for f in findings},
+        )
+
+    def write(self, out: str | Path) -> Report:
+        """report.json, report.md, report.html and repro/*.py under ``out``; returns the report as
+        written (:meth:`with_reproducers`)."""
+        from props.output.report import write_report
+
+        written = self.with_reproducers(out)
+        write_report(written.to_json(), Path(out))
+        return written
 
 
 def defects_json(
@@ -640,38 +910,52 @@ def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> C
 class CertifyShard:
     """One shard's share of a certify run (:mod:`maskcert.sharding`): the (case, vocabulary) pairs
     ``pairs`` (indices into ``cases`` and ``vocabs``), the backend (a name or ``module:Class``, built
-    where the shard runs; an instance only in-process), and ``budget_s``, the time left, counted from
-    when the shard starts."""
+    where the shard runs; an instance only in-process), and the run's ``config`` (its ``budget_s`` is
+    the time left, counted from when the shard starts)."""
 
     shard: int
     backend: Any
-    options: dict[str, Any]
-    isolate: bool | None
+    config: CertifyConfig
     cases: list[Case]
     vocabs: list[Any]
     pairs: list[tuple[int, int]]
-    kw: dict[str, Any]
-    budget_s: float | None
 
 
 def _certify_shard(
     spec: CertifyShard, sink: Callable[[dict[str, Any]], None], should_stop: Callable[[], bool]
 ) -> None:
     """Run a shard's pairs in order, sending each result as it is done; stop between pairs when told
-    or when the budget is spent. A usage error (an engine release the adapter cannot drive) ends the
+    or when the budget is spent, and abandon the pair in progress when a signal arrives
+    (:func:`maskcert.sharding.abortable`). A usage error (an engine release the adapter cannot drive) ends the
     shard with a ``fatal`` message; ``done`` says whether every pair ran."""
-    deadline = None if spec.budget_s is None else time.monotonic() + spec.budget_s
-    kw = {**spec.kw, "deadline": deadline}
+    config = spec.config
+    deadline = None if config.budget_s is None else time.monotonic() + config.budget_s
+    kw = {
+        "seed": config.seed,
+        "examples": config.examples,
+        "strings": config.strings,
+        "limits": config.limits,
+        "deadline": deadline,
+    }
     built = isinstance(spec.backend, str)
     complete = True
     try:
-        backend = resolve_backend(spec.backend, spec.options, spec.isolate) if built else spec.backend
+        backend = (
+            resolve_backend(spec.backend, dict(config.backend_options), config.isolate)
+            if built
+            else spec.backend
+        )
         try:
             for ci, vi in spec.pairs:
                 if should_stop() or (deadline is not None and time.monotonic() > deadline):
                     complete = False
                     break
-                result = _guarded_case(backend, spec.cases[ci], spec.vocabs[vi], kw)
+                try:  # a signal abandons the pair in progress at once: it is not sent, resume redoes it
+                    with abortable():
+                        result = _guarded_case(backend, spec.cases[ci], spec.vocabs[vi], kw)
+                except Interrupted:
+                    complete = False
+                    break
                 sink({"type": "result", "shard": spec.shard, "pair": (ci, vi), "result": result})
         finally:
             if built:
@@ -742,57 +1026,86 @@ def _progress_mode(progress: bool | str | None) -> str:
     return str(progress)
 
 
-def _run_params(
-    backend: Any,
-    vocabs: list[Any],
-    cases: list[Case],
-    seed: int,
-    examples: int,
-    strings: int,
-    options: dict[str, Any],
-) -> dict[str, Any]:
-    """What a run's results depend on (a resumed run must match): not the workers, the budget, the
-    output directory or what happens after the checks (minimization, baseline)."""
-    cls = backend if isinstance(backend, type) else type(backend)
-    name = backend if isinstance(backend, str) else f"{cls.__module__}:{cls.__qualname__}"
-    return {
-        "backend": name,
-        "options": options,
-        "vocabularies": [v.fingerprint for v in vocabs],
-        "cases": [[c.name, c.spec.digest] for c in cases],
-        "seed": seed,
-        "examples": examples,
-        "strings": strings,
-    }
+@dataclass(frozen=True)
+class CertifyConfig:
+    """Every option of a certify run, one value (the CLI builds it from its flags, the Python API from
+    keyword arguments, a shard carries it), checked once when built (:class:`CertifyError`).
+
+    What is certified: ``tokenizers`` (matrix names, tokenizer files or ``Vocabulary`` values), the
+    ``corpus`` names or paths, ``cases``, and spec files or patterns (``schemas``, ``regexes``,
+    ``gbnfs``). How: ``seed``, ``examples`` per Hypothesis search, ``strings`` valid strings per case,
+    ``limits`` on the reference's compile (:class:`refdecoder.Limits`), ``backend_options`` for the
+    adapter, ``isolate`` (None: a named engine runs in a worker subprocess). Where: ``workers``
+    processes, or Ray tasks on ``cluster``, within ``budget_s``. After the checks: ``minimize_s`` per
+    defect, ``limits_probes``, ``baseline``; ``out`` the report directory (checkpointed; ``resume``
+    continues the run checkpointed there); ``progress`` (True, False, None, 'bar', 'lines', 'off');
+    ``require_complete``: a run that did not check every pair fails (exit code 4)."""
+
+    tokenizers: Sequence[Any] = ("bpe", "sp-bpe-bytefallback")  # stored as tuples, as are the others
+    corpus: Sequence[str] = ("builtin",)
+    cases: Sequence[Case] = ()
+    schemas: Sequence[str | Path] = ()
+    regexes: Sequence[str] = ()
+    gbnfs: Sequence[str | Path] = ()
+    budget_s: float | None = None
+    seed: int = 0
+    workers: int = 1
+    cluster: str | None = None
+    examples: int = 8
+    strings: int = 3
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    isolate: bool | None = None
+    out: str | Path | None = None  # stored as a Path
+    progress: bool | str | None = None
+    baseline: str | Path | None = None
+    minimize_s: float = 15.0
+    resume: bool = False
+    limits_probes: bool = False
+    limits: Limits | None = None
+    require_complete: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("tokenizers", "corpus", "cases", "schemas", "regexes", "gbnfs"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "backend_options", dict(self.backend_options or {}))
+        if self.out is not None:
+            object.__setattr__(self, "out", Path(self.out))
+        _progress_mode(self.progress)
+        if self.workers < 1:
+            raise CertifyError(f"workers={self.workers}: expected at least 1")
+        if self.resume and self.out is None:
+            raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the pairs run in worker processes or on a cluster (each builds its own backend)."""
+        return self.workers > 1 or bool(self.cluster)
+
+    def run_params(self, backend: Any, vocabs: Sequence[Any], cases: Sequence[Case]) -> dict[str, Any]:
+        """What a run's results depend on (:mod:`maskcert.checkpoint`: a resumed run must match): not
+        the workers, the budget, the output directory or what happens after the checks (minimization,
+        limits probes, baseline)."""
+        cls = backend if isinstance(backend, type) else type(backend)
+        name = backend if isinstance(backend, str) else f"{cls.__module__}:{cls.__qualname__}"
+        params: dict[str, Any] = {
+            "backend": name,
+            "options": dict(self.backend_options),
+            "vocabularies": [v.fingerprint for v in vocabs],
+            "cases": [[c.name, c.spec.digest] for c in cases],
+            "seed": self.seed,
+            "examples": self.examples,
+            "strings": self.strings,
+        }
+        if self.limits is not None:
+            params["limits"] = dataclasses.asdict(self.limits)
+        return params
 
 
-def certify(
-    backend: Any = "reference",
-    *,
-    tokenizers: Sequence[Any] = ("bpe", "sp-bpe-bytefallback"),
-    corpus: Sequence[str] = ("builtin",),
-    cases: Sequence[Case] = (),
-    schemas: Sequence[str | Path] = (),
-    regexes: Sequence[str] = (),
-    gbnfs: Sequence[str | Path] = (),
-    budget_s: float | None = None,
-    seed: int = 0,
-    workers: int = 1,
-    cluster: str | None = None,
-    examples: int = 8,
-    strings: int = 3,
-    backend_options: dict[str, Any] | None = None,
-    isolate: bool | None = None,
-    out: str | Path | None = None,
-    progress: bool | str | None = None,
-    baseline: str | Path | None = None,
-    minimize_s: float = 15.0,
-    resume: bool = False,
-    limits_probes: bool = False,
-    limits: Limits | None = None,
-) -> Report:
-    """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) on the
-    corpora (names or paths) plus ``cases`` for each tokenizer; write the report to ``out`` when given.
+def certify(backend: Any = "reference", config: CertifyConfig | None = None, **options: Any) -> Report:
+    """Certify ``backend`` (a registered name, ``module:Class``, an adapter class or instance) as
+    ``config`` says, with ``options`` (fields of :class:`CertifyConfig`) overriding it:
+    ``certify(MyAdapter, tokenizers=[...])`` and ``certify(MyAdapter, config)`` both work. The report
+    is written to ``config.out`` when given.
 
     The (case, vocabulary) pairs run in shards (:mod:`maskcert.sharding`, the mechanism ``maskcert
     fuzz`` uses): one in this process, ``workers`` worker processes, or ``workers`` Ray tasks on
@@ -802,52 +1115,52 @@ def certify(
     in ``out`` (same parameters) without redoing its finished pairs. ``progress``: True for a live line
     (redrawn on a terminal, a plain line every few seconds elsewhere), None for the line on a terminal
     only. ``limits`` bound the reference's compile of each spec (:class:`refdecoder.Limits`; what the
-    reference refuses past them is reported as refused). ``limits_probes=True`` also compiles growing hostile specs on the backend
-    (:mod:`maskcert.limits_probes`) and reports their growth curves. See the module doc."""
+    reference refuses past them is reported as refused). ``limits_probes=True`` also compiles growing
+    hostile specs on the backend (:mod:`maskcert.limits_probes`) and reports their growth curves. See
+    the module doc."""
+    if config is None:
+        config = CertifyConfig(**options)
+    elif options:
+        config = replace(config, **options)
     # Imported now, so that a broken install fails before the run rather than after it.
     from maskcert.checkpoint import Checkpoint, CheckpointError, pair_key
-    from maskcert.sharding import ClusterUnavailable, Shards, StopFlag, run_shards, signals
+    from maskcert.sharding import ClusterUnavailable, Shards, run_shards, signals
     from props.output import report as _report  # noqa: F401
     from props.output import repro as _repro  # noqa: F401
 
     started = time.monotonic()
-    mode = _progress_mode(progress)
+    mode = _progress_mode(config.progress)
     setup: dict[str, float] = {}
-    vocabs = load_vocabularies(tokenizers)
+    vocabs = load_vocabularies(config.tokenizers)
     setup["load vocabularies"] = time.monotonic() - started
-    loaded, described = _cases(corpus, schemas, regexes, gbnfs)
+    loaded, described = _cases(config.corpus, config.schemas, config.regexes, config.gbnfs)
     setup["load corpus"] = time.monotonic() - started - setup["load vocabularies"]
-    if cases:
-        described.append({"name": "given", "specs": len(cases)})
-    cases = [*loaded, *cases]
+    if config.cases:
+        described.append({"name": "given", "specs": len(config.cases)})
+    cases = [*loaded, *config.cases]
     if not cases:
         raise CertifyError(
             "nothing to certify: the corpus is empty (give --corpus, --schema, --regex or --gbnf)"
         )
-    if workers < 1:
-        raise CertifyError(f"workers={workers}: expected at least 1")
-    options = dict(backend_options or {})
-    sharded = workers > 1 or bool(cluster)
+    sharded = config.sharded
     if sharded and not isinstance(backend, str):
         raise CertifyError(
             "workers > 1 or a cluster needs the backend as a name or 'module:Class' (each worker builds its own)"
         )
     t_backend = time.monotonic()
-    instance = resolve_backend(backend, options, isolate if not sharded else False)
+    instance = resolve_backend(
+        backend, dict(config.backend_options), config.isolate if not sharded else False
+    )
     setup["start backend"] = time.monotonic() - t_backend
-    params = _run_params(backend, vocabs, cases, seed, examples, strings, options)
-    if limits is not None:
-        params["limits"] = dataclasses.asdict(limits)
-    checkpoint = Checkpoint(out) if out is not None else None
+    params = config.run_params(backend, vocabs, cases)
+    checkpoint = Checkpoint(config.out) if config.out is not None else None
     pairs = [(ci, vi) for ci in range(len(cases)) for vi in range(len(vocabs))]
     keys = {
         (ci, vi): pair_key(cases[ci].name, cases[ci].spec.digest, vocabs[vi].fingerprint) for ci, vi in pairs
     }
     finished: dict[tuple[int, int], CaseResult] = {}
     try:
-        if resume:
-            if checkpoint is None:
-                raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
+        if config.resume and checkpoint is not None:
             checkpoint.check(params, VERSION)
             saved = checkpoint.load()
             finished = {pair: saved[k] for pair, k in keys.items() if k in saved}
@@ -856,62 +1169,89 @@ def certify(
     except CheckpointError as e:
         raise CertifyError(str(e)) from e
     todo = [p for p in pairs if p not in finished]
-    n = max(1, min(workers, len(todo)))
-    kw = {"seed": seed, "examples": examples, "strings": strings, "limits": limits}
+    n = max(1, min(config.workers, len(todo)))
     shard_backend = backend if sharded else instance
-    specs = [
-        CertifyShard(i, shard_backend, options, isolate, cases, vocabs, todo[i::n], kw, budget_s)
-        for i in range(n)
-    ]
+    specs = [CertifyShard(i, shard_backend, config, cases, vocabs, todo[i::n]) for i in range(n)]
     show = _Progress(mode, len(pairs), len(finished), sys.stderr)
     fatal: list[dict[str, Any]] = []
-    stop = StopFlag()
+    # SIGINT/SIGTERM from here to the written report: the first stops the checks (the pair in progress
+    # is abandoned), minimization and limits probes, and the report says so; a second ends the
+    # process at once (maskcert.sharding.signals). Inside a matrix run, the matrix's scope is shared.
+    with signals() as stop:
 
-    def collect(msg: dict[str, Any]) -> None:
-        if msg.get("type") == "result":
-            pair = (int(msg["pair"][0]), int(msg["pair"][1]))
-            finished[pair] = msg["result"]
-            if checkpoint is not None:
-                checkpoint.save(keys[pair], msg["result"])
-            show.update(msg["result"])
-        elif msg.get("type") == "fatal":
-            fatal.append(msg)
-            stop.set()
+        def collect(msg: dict[str, Any]) -> None:
+            if msg.get("type") == "result":
+                pair = (int(msg["pair"][0]), int(msg["pair"][1]))
+                finished[pair] = msg["result"]
+                if checkpoint is not None:
+                    checkpoint.save(keys[pair], msg["result"])
+                show.update(msg["result"])
+            elif msg.get("type") == "fatal":
+                fatal.append(msg)
+                stop.set()
 
-    end_at = None if budget_s is None else time.time() + budget_s
-    plan = Shards(_certify_shard, specs, [s.shard for s in specs], end_at, 0.0, None)
-    try:
-        with signals(stop):
-            errors = run_shards(plan, collect, stop, processes=sharded, cluster=cluster)
-    except ClusterUnavailable as e:
-        raise CertifyError(str(e)) from e
-    finally:
-        show.finish()
-    if fatal:
+        end_at = None if config.budget_s is None else time.time() + config.budget_s
+        plan = Shards(_certify_shard, specs, [s.shard for s in specs], end_at, 0.0, None)
+        try:
+            errors = run_shards(plan, collect, stop, processes=sharded, cluster=config.cluster)
+        except ClusterUnavailable as e:
+            raise CertifyError(str(e)) from e
+        finally:
+            show.finish()
+        if fatal:
+            _close(instance)
+            raise fatal[0]["exception"]
+        results = [finished[p] for p in pairs if p in finished]
+        complete = len(results) == len(pairs)
+        incomplete = (
+            None
+            if complete
+            else Incomplete(
+                interrupted=stop.signal,
+                budget_s=config.budget_s if end_at is not None and time.time() >= end_at else None,
+                lost_shards=tuple(errors),
+                unfinished=tuple(
+                    (cases[ci].name, vocabs[vi].name) for ci, vi in pairs if (ci, vi) not in finished
+                ),
+            )
+        )
+        report = _assemble(
+            instance,
+            vocabs,
+            described,
+            results,
+            config.budget_s,
+            config.seed,
+            time.monotonic() - started,
+            complete,
+            errors,
+        )
+        report = replace(
+            report,
+            resumed=len(pairs) - len(todo),
+            profile=_profile(results, setup, time.monotonic() - started),
+            adapter_options=dict(config.backend_options),
+            incomplete=incomplete,
+            require_complete=config.require_complete,
+        )
+        try:  # after the checks, each with its own budget; a signal abandons them, the checks' report stands
+            with stop.abortable():
+                if config.minimize_s > 0 and report.defects:
+                    report = report.minimized(instance, config.minimize_s)
+                if config.limits_probes:
+                    from maskcert.limits_probes import attach_limits_probes
+
+                    report = attach_limits_probes(report, instance, vocabs[0])
+        except Interrupted:
+            pass
+        if config.baseline is not None:
+            report = report.with_baseline(config.baseline)
         _close(instance)
-        raise fatal[0]["exception"]
-    results = [finished[p] for p in pairs if p in finished]
-    complete = len(results) == len(pairs)
-    report = _assemble(
-        instance, vocabs, described, results, budget_s, seed, time.monotonic() - started, complete
-    )
-    report.data["internal_errors"] += errors
-    if errors and report.data["exit_code"] != 3:
-        report.data["exit_code"] = 3
-    report.data["resumed"] = len(pairs) - len(todo)
-    report.data["profile"] = _profile(results, setup, time.monotonic() - started)
-    report.adapter_options = options
-    if stop.signal is None and minimize_s > 0 and report.defects:
-        report.minimize(instance, minimize_s)  # its own budget per defect, after the checks' budget
-    if limits_probes and stop.signal is None:
-        from maskcert.limits_probes import attach_limits_probes
-
-        attach_limits_probes(report, instance, vocabs[0])
-    if baseline is not None:
-        report.apply_baseline(baseline)
-    _close(instance)
-    if out is not None:
-        report.write(out)
+        report = replace(report, interrupted=stop.signal)
+        if config.out is not None:
+            report = report.write(config.out)
+            if stop.signal is not None and report.interrupted is None:  # a signal while writing
+                report = replace(report, interrupted=stop.signal).write(config.out)
     return report
 
 
@@ -965,7 +1305,10 @@ def _assemble(
     seed: int,
     elapsed: float,
     complete: bool,
+    errors: Sequence[str] = (),
 ) -> Report:
+    """The report of a run's ``results`` (in serial order); ``errors``: internal errors of the run
+    itself (a shard that died), after those of the cases."""
     from props.output.report import histogram
 
     findings = dedupe([f for r in results for f in r.findings])
@@ -996,63 +1339,49 @@ def _assemble(
     for r in results:
         declared.update(r.declared)
         suppressed.update(r.suppressed)
-    data: dict[str, Any] = {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "tool": {"name": "maskcert", "version": VERSION},
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "backend": {
-            "name": backend.name,
-            "version": backend.version,
-            "profile": {
+    grammar_of = reference_grammars()
+    defects = group(findings, grammar_of)
+    return Report(
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        backend=BackendInfo(
+            name=backend.name,
+            version=backend.version,
+            profile={
                 "json": backend.profile.json.as_dict(),
                 "canonical_tokenization_only": backend.profile.canonical_tokenization_only,
                 "jump_forward_prefix_ok": backend.profile.jump_forward_prefix_ok,
                 "notes": list(backend.profile.notes),
             },
-            "declared_restrictions": declared_restrictions(backend.profile),
-        },
-        "tokenizers": [
-            {
-                "name": v.name,
-                "kind": v.kind,
-                "size": len(v),
-                "fingerprint": v.fingerprint,
-                "eos_ids": sorted(v.eos_ids),
-            }
-            for v in vocabs
-        ],
-        "corpus": described,
-        "budget_s": budget_s,
-        "seed": seed,
-        "elapsed_s": round(elapsed, 3),
-        "complete": complete,
-        "specs": {
-            "total": len(spec_names),
-            "checked": status["checked"],
-            "refused_by_backend": status["refused_by_backend"],
-            "refused_by_reference": status["refused_by_reference"],
-            "refused_by_both": status["refused_by_both"],
-            "failed": status["failed"],
-            "internal_error": status["internal_error"],
-        },
-        "counts": counts,
-        "findings": [f.to_json() for f in findings],
-        "refusals": [r.refusal for r in results if r.refusal is not None],
-        "declared_differences": dict(declared),
-        "suppressed_observations": dict(suppressed),
-        "self_check": sorted({s for r in results for s in r.self_check}),
-        "timings": timings,
-        "instances": _instances(results),
-        "internal_errors": [r.internal_error for r in results if r.internal_error],
-        "exit_code": 3
-        if any(r.internal_error for r in results)
-        else 1
-        if any(f.invariant in FAILING for f in findings)
-        else 0,
-    }
-    report = Report(data, findings, {v.fingerprint: v for v in vocabs}, {})
-    report.grammar_of = reference_grammars()
-    report.defects = group(findings, report.grammar_of)
-    report.data["defects"] = defects_json(report.defects)
-    report.data["counts"]["defects"] = dict(Counter(str(d.severity) for d in report.defects))
-    return report
+            declared_restrictions=tuple(declared_restrictions(backend.profile)),
+        ),
+        tokenizers=tuple(
+            TokenizerInfo(v.name, v.kind, len(v), v.fingerprint, tuple(sorted(v.eos_ids))) for v in vocabs
+        ),
+        corpus=tuple(described),
+        budget_s=budget_s,
+        seed=seed,
+        elapsed_s=round(elapsed, 3),
+        complete=complete,
+        specs=SpecCounts(
+            total=len(spec_names),
+            checked=status["checked"],
+            refused_by_backend=status["refused_by_backend"],
+            refused_by_reference=status["refused_by_reference"],
+            refused_by_both=status["refused_by_both"],
+            failed=status["failed"],
+            internal_error=status["internal_error"],
+        ),
+        counts={inv: {tok: Cell(**cell) for tok, cell in cells.items()} for inv, cells in counts.items()},
+        defect_counts=dict(Counter(str(d.severity) for d in defects)),
+        findings=tuple(findings),
+        refusals=tuple(r.refusal for r in results if r.refusal is not None),
+        declared_differences=dict(declared),
+        suppressed_observations=dict(suppressed),
+        self_check=tuple(sorted({s for r in results for s in r.self_check})),
+        timings=timings,
+        instances=_instances(results),
+        internal_errors=(*(r.internal_error for r in results if r.internal_error), *errors),
+        defects=tuple(defects),
+        vocabularies={v.fingerprint: v for v in vocabs},
+        grammar_of=grammar_of,
+    )

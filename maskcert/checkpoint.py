@@ -1,7 +1,8 @@
 """Checkpoints of a certify run, so that a killed run continues where it stopped (``--resume DIR``).
 
-Layout under the report directory: ``checkpoint/run.json`` holds the run's parameters (what
-:func:`maskcert.certify` was called with, as JSON); ``checkpoint/results/`` holds one
+Layout under the report directory: ``checkpoint/run.json`` holds the run's parameters
+(:meth:`maskcert.certification.CertifyConfig.run_params`: what the results depend on, as JSON);
+``checkpoint/results/`` holds one
 file per finished (case, vocabulary) pair, the pickled :class:`~maskcert.certification.CaseResult`,
 named by a digest of the case's name and spec and the vocabulary's fingerprint. Each file is written
 to a temporary name and renamed (atomic on POSIX), so a kill leaves either the whole result or none.

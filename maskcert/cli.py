@@ -1,7 +1,10 @@
 """The ``maskcert`` command line. Thin: it parses arguments, calls library code, prints, exits.
 
 Exit codes: 0 success (no failing finding), 1 findings / violations / refusal, 2 usage error or a
-missing optional dependency, 3 (certify) maskcert itself failed on some case: a bug in maskcert.
+missing optional dependency (and any usage error a command did not catch itself), 3 maskcert itself
+failed (certify: on some case): a bug in maskcert, 4 (certify ``--require-complete``) the run did not
+check every spec, 128 + N stopped by signal N (certify, matrix, fuzz, bisect: the report or summary is
+still written; ``--resume`` continues certify and matrix).
 """
 
 from __future__ import annotations
@@ -56,18 +59,14 @@ def refdecoder_gbnf_dialects() -> tuple[str, ...]:
 
 
 def _limit_hint(limit: str) -> str:
-    from dataclasses import fields
-
-    import refdecoder
-
-    names = {f.name for f in fields(refdecoder.Limits)}
-    return f" (raise it with --limit {limit}=N)" if limit in names else ""
+    """Every limit is a ``Limits`` field (``refdecoder.errors.LimitName``): ``--limit`` raises it."""
+    return f" (raise it with --limit {limit}=N)"
 
 
 def _cmd_check_schema(args: argparse.Namespace) -> int:
     """Exit 0 supported, 1 refused or invalid spec, 2 usage error or an unreadable spec file."""
     import refdecoder
-    from maskcert.profiles import ProfileError, explain_profile, parse_profile
+    from maskcert.json_profiles import ProfileError, explain_profile, parse_profile
     from refdecoder.errors import LimitExceeded, SpecError, SpecFileError, Unsupported
 
     try:
@@ -82,6 +81,10 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     except (SpecError, ProfileError) as e:
         print(f"maskcert check-schema: {e}", file=sys.stderr)
         return 2
+    if args.explain:
+        from maskcert.explain import format_limits
+
+        print(format_limits(limits))
     try:
         if args.regex is not None:
             spec: refdecoder.Spec = refdecoder.Regex(args.regex)
@@ -115,7 +118,7 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
         print(f"maskcert check-schema: {e}{hint}", file=sys.stderr)
         return 2
     except Unsupported as e:
-        print(f"refused: keyword={e.keyword} pointer={e.json_pointer or '/'} reason={e.reason}")
+        print(f"refused: keyword={e.keyword} pointer={e.where or '/'} reason={e.reason}")
         return 1
     except LimitExceeded as e:
         print(
@@ -131,41 +134,73 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace) -> int:
-    """The feature matrix (maskcert.matrix); exit 1 when an engine has an unsound or crash cell."""
+    """The feature matrix (maskcert.matrix); exit 1 when an engine has an unsound or crash cell, 2 on
+    usage errors, 128 + N when signal N stopped it (``--resume OUT`` continues it)."""
+    import signal
+
     from maskcert.certification import CertifyError
     from maskcert.matrix import MatrixError, matrix_from_reports, run_matrix
     from props.backends import BackendUnavailable
     from props.output.report import ReportError
     from refdecoder.errors import VocabularyError
 
+    out = Path(args.resume or args.out)
+    saved = out / "matrix-run.json"  # the run's own parameters, for --resume
     try:
         if args.from_report:
-            if args.backend:
-                raise MatrixError("maskcert matrix: expected --from-report or --backend, not both")
-            m = matrix_from_reports(args.from_report, features=args.feature or [], out=args.out)
+            if args.backend or args.resume:
+                raise MatrixError("maskcert matrix: expected --from-report or --backend/--resume, not both")
+            m = matrix_from_reports(args.from_report, features=args.feature or [], out=out)
         else:
+            params: dict[str, Any] = {
+                "backends": args.backend or ["reference"],
+                "tokenizer": args.tokenizer,
+                "features": args.feature or [],
+                "seed": args.seed,
+            }
+            if args.resume:
+                try:
+                    params = json.loads(saved.read_text(encoding="utf-8"))
+                except (OSError, json.JSONDecodeError) as e:
+                    raise MatrixError(
+                        f"maskcert matrix: --resume {args.resume}: expected the output directory of a "
+                        f"maskcert matrix run ({saved}: {e})"
+                    ) from e
+            else:
+                out.mkdir(parents=True, exist_ok=True)
+                saved.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
             m = run_matrix(
-                args.backend or ["reference"],
-                tokenizer=args.tokenizer,
-                features=args.feature or [],
-                out=args.out,
+                params["backends"],
+                tokenizer=params["tokenizer"],
+                features=params["features"],
+                out=out,
                 budget_s=args.budget,
-                seed=args.seed,
+                seed=params["seed"],
                 progress=sys.stderr.isatty(),
+                resume=bool(args.resume),
             )
     except (CertifyError, BackendUnavailable, VocabularyError, MatrixError, ReportError) as e:
         print(f"maskcert matrix: {e}", file=sys.stderr)
         return 2
     for engine, counts in m.counts().items():
         print(f"{engine}: " + ", ".join(f"{s} {n}" for s, n in sorted(counts.items())))
-    print(f"matrix: {Path(args.out) / 'matrix.html'}")
+    print(f"matrix: {out / 'matrix.html'}")
+    if m.data.get("interrupted"):
+        signum = int(getattr(signal, str(m.data["interrupted"])))
+        missing = f"; not run: {', '.join(m.data['not_run'])}" if m.data.get("not_run") else ""
+        print(
+            f"interrupted by {m.data['interrupted']}{missing} (maskcert matrix --resume {out} continues it)",
+            file=sys.stderr,
+        )
+        return 128 + signum
     bad = {c["status"] for c in m.data["cells"]} & {"unsound", "unsound+incomplete", "crash"}
     return 1 if bad else 0
 
 
 def _cmd_certify(args: argparse.Namespace) -> int:
     """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
-    from maskcert.certification import CertifyError, certify
+    from maskcert.certification import CertifyConfig, CertifyError, certify
+    from maskcert.sharding import signal_name
     from props.backends import BackendUnavailable
     from props.contract.attribution import AdapterFault
     from props.corpus import CorpusError
@@ -185,7 +220,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         except json.JSONDecodeError:
             options[key] = value
     if args.profile:
-        from maskcert.profiles import ProfileError, parse_profile
+        from maskcert.json_profiles import ProfileError, parse_profile
 
         if args.backend != "reference":
             print(
@@ -237,7 +272,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             print(
                 f"maskcert certify: --resume {args.resume}: the run's own parameters are used; "
                 f"expected no {', '.join(given)} (only --workers, --cluster, --budget, --minimize-seconds, "
-                "--baseline and --write-baseline may change)",
+                "--baseline, --write-baseline and --require-complete may change)",
                 file=sys.stderr,
             )
             return 2
@@ -254,9 +289,11 @@ def _cmd_certify(args: argparse.Namespace) -> int:
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(call, indent=1) + "\n", encoding="utf-8")
     try:
-        limit_items = call.pop("limit", [])
-        report = certify(
-            **call,
+        run = dict(call)  # the run's own parameters (cli.json), then the flags that may change on resume
+        backend = run.pop("backend")
+        limit_items = run.pop("limit", [])
+        config = CertifyConfig(
+            **run,
             limits=_limits_from(limit_items) if limit_items else None,
             budget_s=args.budget,
             workers=args.workers,
@@ -267,7 +304,9 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             progress=True,
             resume=bool(args.resume),
             limits_probes=bool(args.limits_probes),
+            require_complete=bool(args.require_complete),
         )
+        report = certify(backend, config)
         if args.write_baseline:
             report.write_baseline(args.write_baseline)
     except (BackendUnavailable, CertifyError, CorpusError, VocabularyError, SpecError) as e:
@@ -276,29 +315,42 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     except AdapterFault as e:  # inside the tested versions: maskcert's own bug, not the engine's
         print(f"maskcert internal error (please report): {e}", file=sys.stderr)
         return 3
-    d = report.data
     by = report.by_invariant()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(by.items())) or "none"
+    specs = report.specs
     print(
-        f"{d['backend']['name']} {d['backend']['version']}: {d['specs']['checked']} specs checked "
-        f"({d['specs']['refused_by_backend']} refused by the backend, {d['specs']['refused_by_reference']} "
-        f"by the reference, {d['specs']['refused_by_both']} by both) on {len(d['tokenizers'])} tokenizer(s) "
-        f"in {d['elapsed_s']:.0f} s{'' if d['complete'] else ' (budget spent: incomplete)'}"
+        f"{report.backend.name} {report.backend.version}: {specs.checked} specs checked "
+        f"({specs.refused_by_backend} refused by the backend, {specs.refused_by_reference} "
+        f"by the reference, {specs.refused_by_both} by both) on {len(report.tokenizers)} tokenizer(s) "
+        f"in {report.elapsed_s:.0f} s"
     )
+    if report.incomplete is not None:
+        why = report.incomplete
+        print(
+            f"incomplete: {', '.join(why.reasons())}; {len(why.unfinished)} (spec, tokenizer) pairs not checked "
+            f"(maskcert certify --resume {out} checks them)",
+            file=sys.stderr if report.require_complete or report.interrupted is not None else sys.stdout,
+        )
+    elif report.interrupted is not None:
+        print(
+            f"interrupted by {signal_name(report.interrupted)} after the checks (defects may not be minimized)"
+        )
     print(f"findings: {summary}")
     print(f"defects: {len(report.defects)} (findings grouped by root cause; report.md lists them first)")
     for defect in report.defects[:10]:
         print(f"  {defect.id} {defect.severity:<8} {defect.summary()}")
-    if d.get("resumed"):
-        print(f"resumed: {d['resumed']} (spec, tokenizer) pairs came from the checkpoint")
-    if "baseline" in d:
-        b = d["baseline"]
-        print(f"baseline: {len(b['known'])} known, {len(b['new'])} new, {len(b['fixed'])} fixed")
-    for err in d["internal_errors"]:
+    if report.resumed:
+        print(f"resumed: {report.resumed} (spec, tokenizer) pairs came from the checkpoint")
+    if report.baseline is not None:
+        b = report.baseline
+        print(f"baseline: {len(b.known)} known, {len(b.new)} new, {len(b.fixed)} fixed")
+    for err in report.internal_errors:
         print(f"maskcert internal error (please report): {err.splitlines()[0]}", file=sys.stderr)
-    if d["self_check"]:
-        print(f"reference self-check notes: {len(d['self_check'])} (see the report)")
+    if report.self_check:
+        print(f"reference self-check notes: {len(report.self_check)} (see the report)")
     print(f"report: {out / 'report.md'}")
+    if report.interrupted is not None:
+        print(f"interrupted by {signal_name(report.interrupted)}: exit {report.exit_code}")
     return report.exit_code
 
 
@@ -453,6 +505,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     import os
 
     from maskcert.fuzz import CampaignConfig, FuzzUsageError, parse_budget, run_campaign
+    from maskcert.sharding import signal_name
     from props.backends import BackendUnavailable
     from props.backends.engines import EngineInstallError
 
@@ -475,7 +528,7 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
     except (FuzzUsageError, BackendUnavailable, EngineInstallError) as e:
         print(f"maskcert fuzz: {e}", file=sys.stderr)
         return 2
-    how = "stopped by a signal" if result.stopped == "signal" else "budget spent"
+    how = f"stopped by {signal_name(result.signal)}" if result.stopped == "signal" else "budget spent"
     print(
         f"maskcert fuzz: {how} after {result.elapsed_s:.1f}s, {result.examples} examples, "
         f"{len(result.findings)} findings ({len(result.new_ids)} new, {result.replayed} replayed), "
@@ -490,7 +543,8 @@ def _cmd_fuzz(args: argparse.Namespace) -> int:
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
     """Run a defect's reproducer across released versions of the engine (maskcert.bisect): exit 0
-    with the first release showing it and the first fixing it, 2 on usage errors."""
+    with the first release showing it and the first fixing it, 2 on usage errors, 128 + N when
+    signal N stopped it (what was run is still printed)."""
     from maskcert.bisect import BisectError, bisect, resolve_repro, versions_between
     from props.backends import REGISTRY, check_version, engines
 
@@ -524,7 +578,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
-    return 0
+    return 0 if result.interrupted is None else 128 + result.interrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -563,7 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME|KEY=VALUE",
         help="the JSON profile: default, reference or an engine's name, then KEY=VALUE for one "
-        "refdecoder.JsonProfile field (repeatable, applied in order; maskcert/profiles.py)",
+        "refdecoder.JsonProfile field (repeatable, applied in order; maskcert/json_profiles.py)",
     )
     c.add_argument(
         "--explain", action="store_true", help="print, per keyword, what the reference decided and why"
@@ -644,6 +698,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compile growing hostile specs on the backend (first tokenizer) and report the "
         "growth curves; a hang, crash or superlinear blowup is a 'limits' finding",
     )
+    ce.add_argument(
+        "--require-complete",
+        action="store_true",
+        help="exit 4 when the run did not check every (spec, tokenizer) pair (the budget ran out, a "
+        "shard was lost) and nothing else failed: for CI jobs that must cover the whole corpus",
+    )
     ce.set_defaults(func=_cmd_certify)
 
     mx = sub.add_parser("matrix", help="feature conformance matrix: engines x features, one status per cell")
@@ -660,6 +720,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mx.add_argument("--seed", type=int, default=0)
     mx.add_argument("--out", default="matrix-report", help="output directory (default: matrix-report)")
+    mx.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue the interrupted or killed matrix run whose output directory is DIR (its own "
+        "engines, tokenizer, features and seed; each engine from its checkpoint)",
+    )
     mx.set_defaults(func=_cmd_matrix)
 
     d = sub.add_parser(
@@ -795,8 +861,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except MaskcertError as e:
-        print(f"maskcert {args.command}: {e}", file=sys.stderr)
-        return 1
+        # Exit 1 means findings; an error no command handled is a usage error (the error hierarchy's
+        # ValueErrors: bad input, names, options) or else maskcert's own failure.
+        if isinstance(e, ValueError):
+            print(f"maskcert {args.command}: {e}", file=sys.stderr)
+            return 2
+        print(f"maskcert {args.command}: internal error (please report): {e}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print(f"maskcert {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,4 @@
-"""``certify --limits-probes``: run the growth probes of :mod:`props.checks.limits_probe` on the
+"""``certify --limits-probes``: run the growth probes of :mod:`props.checks.growth_probes` on the
 certified backend and add their curves and ``limits`` findings to a report.
 
 The backend is the one certify built: a :class:`~props.backends.worker.WorkerBackend` for engines
@@ -9,12 +9,27 @@ and restored after), the reference in-process (its own compile budget bounds it)
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
-from props.checks.defects import group
-from props.checks.limits_probe import FAMILIES, Curve, Family, Point, probe
+from props.checks.growth_probes import FAMILIES, Curve, Family, Point, probe
 
-__all__ = ["attach_limits_probes", "run_limits_probes"]
+__all__ = ["ProbedReport", "attach_limits_probes", "run_limits_probes"]
+
+R = TypeVar("R", bound="ProbedReport")
+
+
+class ProbedReport(Protocol):
+    """What the probes need of a report (:class:`maskcert.certification.Report`): a new value with them."""
+
+    def with_limits_probes(
+        self: R,
+        tokenizer: str,
+        limit_s: float,
+        curves: Sequence[Mapping[str, Any]],
+        findings: Sequence[Any],
+        checks: int,
+    ) -> R: ...
 
 
 def run_limits_probes(
@@ -44,24 +59,14 @@ def run_limits_probes(
             backend.compile_timeout_s = had
 
 
-def attach_limits_probes(report: Any, backend: Any, vocabulary: Any, *, limit_s: float = 20.0) -> None:
-    """Run the probes and put them in ``report``: ``limits_probes`` (the curves) in report.json, the
-    findings with the others (``limits`` findings do not fail a run), defects regrouped."""
+def attach_limits_probes(report: R, backend: Any, vocabulary: Any, *, limit_s: float = 20.0) -> R:
+    """``report`` with the probes run: ``limits_probes`` (the curves) in report.json, the findings
+    with the others (``limits`` findings do not fail a run), defects regrouped (a new value)."""
     curves, findings = run_limits_probes(backend, vocabulary, limit_s=limit_s)
-    report.data["limits_probes"] = {
-        "tokenizer": vocabulary.name,
-        "limit_s": limit_s,
-        "curves": [c.to_json() for c in curves],
-    }
-    if findings:
-        report.findings = [*report.findings, *findings]
-        report.data["findings"] = [f.to_json() for f in report.findings]
-        counts = report.data.get("counts", {}).get("limits")
-        if isinstance(counts, dict):
-            cell = counts.setdefault(vocabulary.name, {"checks": 0, "findings": 0})
-            cell["findings"] += len(findings)
-        report.defects = group(report.findings, report.grammar_of)
-    counts = report.data.get("counts", {}).get("limits")
-    if isinstance(counts, dict):
-        cell = counts.setdefault(vocabulary.name, {"checks": 0, "findings": 0})
-        cell["checks"] += sum(len(c.points) for c in curves)
+    return report.with_limits_probes(
+        vocabulary.name,
+        limit_s,
+        [c.to_json() for c in curves],
+        findings,
+        sum(len(c.points) for c in curves),
+    )

@@ -1,4 +1,4 @@
-"""``maskcert matrix``: the feature conformance matrix (issue 16).
+"""``maskcert matrix``: the feature conformance matrix.
 
 Theory of operation. The probe suite (:data:`props.corpus.features.FEATURES`: every JSON Schema
 keyword and format, the regex and GBNF features, each with probes alone, next to siblings and nested)
@@ -30,7 +30,8 @@ written by :meth:`Matrix.write`.
      "cells": [{"engine", "feature", "status", "probes": {"checked", "refused"},
                 "defects": [{"id", "invariant", "summary", "spec", "finding", "targets", "witness",
                              "link", "repro"}]}],
-     "counts": {engine: {status: n}}}
+     "counts": {engine: {status: n}},
+     "interrupted": "SIGTERM", "not_run": [engine]}   # only when a signal stopped the matrix
 """
 
 from __future__ import annotations
@@ -41,15 +42,17 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from maskcert.certification import CertifyError, Report, certify, load_vocabularies
+from maskcert.certification import CertifyConfig, CertifyError, Report, certify, load_vocabularies
+from maskcert.sharding import signal_name, signals
 from props.checks.defects import group, reference_grammars
 from props.contract.findings import Finding, Invariant
 from props.corpus.features import FEATURES, Feature
+from props.output.report import ReportJSON
 
 __all__ = [
     "STATUSES",
@@ -148,10 +151,11 @@ def cell_status(findings: Sequence[Finding], checked: int, refused: int, interna
 @dataclass
 class Matrix:
     """The outcome of :func:`run_matrix`: ``data`` is matrix.json's content; ``reports`` each engine's
-    certify report (written under ``OUT/<engine>/`` by :meth:`write`)."""
+    certify report (written under ``OUT/<engine>/`` by :meth:`write`), or its report.json content when
+    the matrix was folded from report directories (:func:`matrix_from_reports`)."""
 
     data: dict[str, Any]
-    reports: dict[str, Report] = field(default_factory=dict)
+    reports: dict[str, Report | ReportJSON] = field(default_factory=dict)
 
     def counts(self) -> dict[str, Counter[str]]:
         out: dict[str, Counter[str]] = {}
@@ -197,29 +201,34 @@ def _witness(f: Finding) -> bytes | None:
 
 
 def _cells(
-    engine: str, features: Sequence[Feature], report: Report, base: str | None = None
+    engine: str,
+    features: Sequence[Feature],
+    findings: Sequence[Finding],
+    data: Mapping[str, Any],
+    base: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One cell per feature; each defect links to its proof under ``base`` (the engine's report
-    directory relative to the matrix; ``engine`` by default, where :func:`run_matrix` writes it)."""
+    """One cell per feature from an engine's ``findings`` and its report.json content ``data``; each
+    defect links to its proof under ``base`` (the engine's report directory relative to the matrix;
+    ``engine`` by default, where :func:`run_matrix` writes it)."""
     base = engine if base is None else base
     by_feature: dict[str, list[Finding]] = {}
-    for f in report.findings:
+    for f in findings:
         by_feature.setdefault(_feature_of(f.spec.name), []).append(f)
     refused: Counter[str] = Counter()
     reference_refused: Counter[str] = Counter()
-    for r in report.data.get("refusals", []):
+    for r in data.get("refusals", []):
         fid = _feature_of(str(r.get("spec", "")))
         if r.get("side") in ("backend", "both"):
             refused[fid] += 1
         else:
             reference_refused[fid] += 1
     internal: Counter[str] = Counter(
-        _feature_of(e.split(" / ", 1)[0]) for e in report.data.get("internal_errors", [])
+        _feature_of(e.split(" / ", 1)[0]) for e in data.get("internal_errors", [])
     )
     walked: Counter[str] = Counter()
-    for entry in report.data.get("instances", {}).get("per_spec", []):
+    for entry in data.get("instances", {}).get("per_spec", []):
         walked[_feature_of(str(entry.get("spec", "")))] += 1
-    grammar_of = report.grammar_of or reference_grammars()
+    grammar_of = reference_grammars()
     cells: list[dict[str, Any]] = []
     for feat in features:
         fid = feat.id
@@ -275,47 +284,63 @@ def run_matrix(
     seed: int = 0,
     strings: int = 2,
     progress: bool = False,
+    resume: bool = False,
 ) -> Matrix:
     """Certify each backend on the probes of the selected features (all by default) over one
     tokenizer and fold the findings into the matrix (module doc); with ``out``, write every engine's
-    report under ``out/<engine>/`` and the matrix files under ``out``."""
+    report under ``out/<engine>/`` and the matrix files under ``out``.
+
+    SIGINT/SIGTERM (:func:`maskcert.sharding.signals`, one scope for the whole matrix) stops the engine
+    being certified (its report says so) and the ones after it; the matrix is still written, with
+    ``interrupted`` (the signal's name) and ``not_run`` (the engines never started), and
+    ``resume=True`` (``maskcert matrix --resume OUT``) continues each engine from its checkpoint
+    under ``out``."""
     if not backends:
         raise MatrixError("maskcert matrix: expected at least one --backend")
+    if resume and out is None:
+        raise MatrixError("maskcert matrix: resume needs the output directory of the run to continue")
     chosen = select_features(features)
     cases = [c for f in chosen for c in f.probes]
     vocab = load_vocabularies([tokenizer])[0]
     engines: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
-    reports: dict[str, Report] = {}
+    reports: dict[str, Report | ReportJSON] = {}
+    not_run: list[str] = []
+    config = CertifyConfig(
+        tokenizers=[vocab],
+        corpus=(),
+        cases=cases,
+        examples=0,
+        strings=strings,
+        seed=seed,
+        minimize_s=0,
+        budget_s=None if budget_s is None else max(1.0, budget_s / len(backends)),  # per engine
+        progress=progress,
+    )
     started = time.monotonic()
-    for name in backends:
-        per_engine = None if budget_s is None else max(1.0, budget_s / len(backends))
-        report = certify(
-            name,
-            tokenizers=[vocab],
-            corpus=(),
-            cases=cases,
-            examples=0,
-            strings=strings,
-            seed=seed,
-            minimize_s=0,
-            budget_s=per_engine,
-            out=None if out is None else Path(out) / name,
-            progress=progress,
+    with signals() as stop:
+        for name in backends:
+            if stop():
+                not_run.append(name)
+                continue
+            where = None if out is None else Path(out) / name
+            again = resume and where is not None and (where / "checkpoint" / "run.json").exists()
+            report = certify(name, config, out=where, resume=again)
+            engines.append(
+                {
+                    "name": report.backend.name,
+                    "version": report.backend.version,
+                    "report": f"{name}/report.html",
+                    "complete": report.complete,
+                }
+            )
+            reports[name] = report
+            cells += _cells(name, chosen, report.findings, report.to_json())
+        tokenizer = {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint}
+        extra = (
+            {"interrupted": signal_name(stop.signal), "not_run": not_run} if stop.signal is not None else {}
         )
-        backend = report.data["backend"]
-        engines.append(
-            {
-                "name": backend["name"],
-                "version": backend["version"],
-                "report": f"{name}/report.html",
-                "complete": report.data["complete"],
-            }
-        )
-        reports[name] = report
-        cells += _cells(name, chosen, report)
-    tokenizer = {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint}
-    return _assemble(engines, cells, chosen, tokenizer, time.monotonic() - started, reports, out)
+        return _assemble(engines, cells, chosen, tokenizer, time.monotonic() - started, reports, out, extra)
 
 
 def _assemble(
@@ -324,8 +349,9 @@ def _assemble(
     chosen: Sequence[Feature],
     tokenizer: dict[str, Any],
     seconds: float,
-    reports: dict[str, Report],
+    reports: dict[str, Report | ReportJSON],
     out: str | Path | None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Matrix:
     data: dict[str, Any] = {
         "matrix_version": 1,
@@ -336,6 +362,7 @@ def _assemble(
         "engines": engines,
         "features": [f.to_json() for f in chosen],
         "cells": cells,
+        **(extra or {}),
     }
     matrix = Matrix(data, reports)
     data["counts"] = {e: dict(sorted(c.items())) for e, c in matrix.counts().items()}
@@ -359,7 +386,7 @@ def matrix_from_reports(
     chosen = select_features(features)
     engines: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
-    reports: dict[str, Report] = {}
+    reports: dict[str, Report | ReportJSON] = {}
     tokenizer: dict[str, Any] | None = None
     seconds = 0.0
     for d in report_dirs:
@@ -378,8 +405,7 @@ def matrix_from_reports(
         if name in reports:
             raise MatrixError(f"{path}: a second report of {name}: expected one report per engine")
         findings = [Finding.from_json(f) for f in data.get("findings", [])]
-        report = Report(data, findings, {}, {})
-        reports[name] = report
+        reports[name] = data
         rel = (path.parent if out is None else Path(os.path.relpath(path.parent, out))).as_posix()
         engines.append(
             {
@@ -389,7 +415,7 @@ def matrix_from_reports(
                 "complete": data.get("complete"),
             }
         )
-        cells += _cells(name, chosen, report, base=rel)
+        cells += _cells(name, chosen, findings, data, base=rel)
         seconds += float(data.get("elapsed_s") or 0)
     assert tokenizer is not None
     return _assemble(engines, cells, chosen, tokenizer, seconds, reports, out)
@@ -412,6 +438,16 @@ def render_markdown(data: dict[str, Any]) -> str:
         f"Tokenizer `{data['tokenizer']['name']}` ({data['tokenizer']['size']} tokens); {len(data['features'])} "
         f"features; {data['seconds']} s. Statuses: {', '.join(data['statuses'])}.",
         "",
+        *(
+            [
+                f"**Interrupted by {data['interrupted']}**: the matrix is incomplete"
+                + (f"; not run: {', '.join(data['not_run'])}" if data.get("not_run") else "")
+                + " (`maskcert matrix --resume OUT` continues it).",
+                "",
+            ]
+            if data.get("interrupted")
+            else []
+        ),
         "## Counts",
         "",
         "| engine | version | " + " | ".join(data["statuses"]) + " |",
@@ -454,6 +490,16 @@ def render_markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _html_interrupted(data: Mapping[str, Any]) -> str:
+    if not data.get("interrupted"):
+        return ""
+    missing = f"; not run: {', '.join(data.get('not_run') or [])}" if data.get("not_run") else ""
+    return (
+        f"<p style='background:#fbe3a1;padding:6px'><b>Interrupted by {html.escape(str(data['interrupted']))}"
+        f"</b>: the matrix is incomplete{html.escape(missing)} (<code>maskcert matrix --resume OUT</code>).</p>"
+    )
+
+
 def render_html(data: dict[str, Any]) -> str:
     """matrix.html: engines side by side, a colour per status, each defect linked to its proof."""
     engines = _engine_keys(data)
@@ -494,6 +540,6 @@ def render_html(data: dict[str, Any]) -> str:
         "padding:3px 6px;font-size:13px;vertical-align:top}th{text-align:left}</style></head><body>"
         f"<h1>maskcert feature matrix</h1><p>Tokenizer <code>{h(data['tokenizer']['name'])}</code> "
         f"({data['tokenizer']['size']} tokens), {len(data['features'])} features. {legend}</p>"
-        f"<table><tr><th>engine</th>{''.join(f'<th>{h(s)}</th>' for s in data['statuses'])}</tr>{counts}</table><br>"
+        f"{_html_interrupted(data)}<table><tr><th>engine</th>{''.join(f'<th>{h(s)}</th>' for s in data['statuses'])}</tr>{counts}</table><br>"
         f"<table><tr><th>feature</th>{head}</tr>{''.join(rows)}</table></body></html>\n"
     )

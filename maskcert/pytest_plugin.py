@@ -50,13 +50,19 @@ class MaskcertItem(pytest.Item):
     def runtest(self) -> None:
         from maskcert.certification import certify_case, resolve_backend
 
+        config = self.state["config"]
         if "backend" not in self.state:
-            opts = self.state["options"]
             self.state["backend"] = resolve_backend(
-                opts["backend"], isolate=False if opts["in_process"] else None
+                self.state["name"], dict(config.backend_options), config.isolate
             )
         result = certify_case(
-            self.state["backend"], self.case, self.vocab, examples=self.state["options"]["examples"]
+            self.state["backend"],
+            self.case,
+            self.vocab,
+            seed=config.seed,
+            examples=config.examples,
+            strings=config.strings,
+            limits=config.limits,
         )
         if result.findings:
             raise MaskcertFindings(result.findings)
@@ -97,17 +103,18 @@ def pytest_collection_modifyitems(
     backend = config.getoption("--maskcert-backend")
     if not backend:
         return
-    from maskcert.certification import load_vocabularies
+    from maskcert.certification import CertifyConfig, load_vocabularies
     from props.corpus import load_corpus
 
-    options = {
-        "backend": backend,
-        "examples": config.getoption("--maskcert-examples"),
-        "in_process": config.getoption("--maskcert-in-process"),
-    }
-    vocabs = load_vocabularies(config.getoption("--maskcert-tokenizer") or ["bpe"])
-    cases = [c for name in (config.getoption("--maskcert-corpus") or ["builtin"]) for c in load_corpus(name)]
-    state: dict[str, Any] = {"options": options}
+    run = CertifyConfig(
+        tokenizers=config.getoption("--maskcert-tokenizer") or ["bpe"],
+        corpus=config.getoption("--maskcert-corpus") or ["builtin"],
+        examples=config.getoption("--maskcert-examples"),
+        isolate=False if config.getoption("--maskcert-in-process") else None,
+    )
+    vocabs = load_vocabularies(run.tokenizers)
+    cases = [c for name in run.corpus for c in load_corpus(name)]
+    state: dict[str, Any] = {"name": backend, "config": run}
     for case in cases:
         for vocab in vocabs:
             items.append(

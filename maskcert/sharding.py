@@ -8,17 +8,23 @@ its share of the work, sends what it learns to ``sink`` as plain picklable dicts
 calls :func:`run_shards`, which delivers every message to ``collect`` in the parent's thread as soon as
 it arrives: in-process through a callback, across processes through a ``multiprocessing`` queue (spawn
 context: a worker never inherits the parent's engine state), on Ray through a
-``ray.util.queue.Queue``. SIGINT and SIGTERM set a :class:`StopFlag` (:func:`signals`); shards see it
-before their next unit of work (workers through an ``Event``; Ray tasks are cancelled, and
-``KeyboardInterrupt`` reaches them), report what they hold, and the parent drains every message before
-it returns. Shards that never said ``done`` are returned as errors: nothing they sent is lost, and what
-they did not do is named.
+``ray.util.queue.Queue``. Shards that never said ``done`` are returned as errors: nothing they sent is
+lost, and what they did not do is named.
+
+Signals. SIGINT and SIGTERM set a :class:`StopFlag` (:func:`signals`, one scope per process, shared by
+nested runs); shards see it before their next unit of work (workers through an ``Event`` and the
+signal itself; Ray tasks are cancelled, and ``KeyboardInterrupt`` reaches them). A unit of work run
+inside :func:`abortable` is abandoned at once (:class:`Interrupted`), so a stop never waits for a long
+unit to finish; what it did is not reported as done. A second signal ends the process at once
+(:func:`hard_exit`), killing every child first; children also die with the process when it is killed
+(:mod:`props.backends.lifetime`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -26,14 +32,28 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from props.backends.lifetime import kill_registered, signal_name
 from refdecoder.errors import MaskcertError
 
-__all__ = ["Sink", "ShardRun", "StopFlag", "signals", "Shards", "run_shards", "ClusterUnavailable"]
+__all__ = [
+    "Sink",
+    "ShardRun",
+    "StopFlag",
+    "Interrupted",
+    "abortable",
+    "signal_name",
+    "signals",
+    "hard_exit",
+    "Shards",
+    "run_shards",
+    "ClusterUnavailable",
+]
 
 Sink = Callable[[dict[str, Any]], None]
 ShardRun = Callable[[Any, Sink, Callable[[], bool]], None]
 
-WORKER_GRACE_S = 30.0  # how long a worker may take to wind down after a stop request or the deadline
+WORKER_GRACE_S = 30.0  # how long a worker may take to wind down after the deadline
+STOP_GRACE_S = 5.0  # how long a worker may take to report and end after a stop signal reached it
 RAY_START_ALLOWANCE_S = 120.0  # how long a Ray task may take to start before the parent gives up on it
 
 
@@ -41,12 +61,27 @@ class ClusterUnavailable(MaskcertError, ValueError):
     """``--cluster`` names a Ray cluster, but Ray is not installed or the cluster cannot be joined."""
 
 
+class Interrupted(BaseException):
+    """A stop signal arrived while work that may be abandoned was in progress (:meth:`StopFlag.abortable`).
+
+    Raised by the signal handler in the main thread, so the stop is prompt even inside a long unit of
+    work; that unit is abandoned and never recorded as done (a resumed run redoes it). A
+    ``BaseException``, as ``KeyboardInterrupt`` is, so that ``except Exception`` in checks, adapters
+    and Hypothesis does not swallow it."""
+
+    def __init__(self, signum: int | None) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal_name(signum)}")
+
+
 class StopFlag:
-    """Set by a signal (:func:`signals`) or by the caller; shards poll it through ``should_stop``."""
+    """Set by a signal (:func:`signals`) or by the caller; shards poll it through ``should_stop``.
+    ``signal`` is the first signal's number (None when the caller set it)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.signal: int | None = None
+        self._abortable = 0
 
     def set(self, signum: int | None = None) -> None:
         if self.signal is None:
@@ -56,27 +91,78 @@ class StopFlag:
     def __call__(self) -> bool:
         return self._event.is_set()
 
+    def signalled(self, signum: int) -> None:
+        """A signal handler's entry: the first signal sets the flag and, inside :meth:`abortable` work
+        in this (the main) thread, raises :class:`Interrupted` there."""
+        first = not self()
+        self.set(signum)
+        if first and self._abortable and threading.current_thread() is threading.main_thread():
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def abortable(self) -> Iterator[None]:
+        """Work inside may be abandoned at once by a signal (:class:`Interrupted`); outside it a
+        signal only sets the flag, and the work in progress (writing a checkpoint or a report)
+        finishes. Raises :class:`Interrupted` on entry when the flag is already set."""
+        if self():
+            raise Interrupted(self.signal)
+        self._abortable += 1
+        try:
+            yield
+        finally:
+            self._abortable -= 1
+
+
+_active: StopFlag | None = None  # the flag of the outermost signals() scope of this process (or a worker's)
+
+
+def abortable() -> contextlib.AbstractContextManager[None]:
+    """:meth:`StopFlag.abortable` of this process's active flag (the outermost :func:`signals` scope,
+    or a shard worker's own flag); no effect where none is active."""
+    return _active.abortable() if _active is not None else contextlib.nullcontext()
+
+
+def hard_exit(signum: int) -> None:
+    """A second signal: kill every child (worker processes, backend workers, reproducers) and end
+    the process at once with ``128 + signum``, as shells expect; no report is written."""
+    for p in multiprocessing.active_children():
+        with contextlib.suppress(Exception):
+            p.kill()
+    kill_registered()
+    with contextlib.suppress(OSError):
+        os.write(2, f"maskcert: {signal_name(signum)} again: stopped at once\n".encode())
+    os._exit(128 + signum)
+
 
 @contextlib.contextmanager
-def signals(stop: StopFlag) -> Iterator[None]:
-    """SIGTERM and a first SIGINT set the stop flag; a second SIGINT raises KeyboardInterrupt."""
+def signals(stop: StopFlag | None = None) -> Iterator[StopFlag]:
+    """SIGINT and SIGTERM stop the job: the first sets the stop flag (and abandons abortable work,
+    :meth:`StopFlag.abortable`), a second one, of either kind, ends the process at once
+    (:func:`hard_exit`). Yields the flag. Nested scopes (a matrix's certify runs) share the outermost
+    scope's flag and handlers, so a signal between two inner runs is not lost. Outside the main
+    thread no handler can be installed: the flag is yielded as it is."""
+    global _active
+    if _active is not None:
+        yield _active
+        return
+    flag = stop if stop is not None else StopFlag()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield flag
         return
 
-    def on_term(signum: int, frame: Any) -> None:
-        stop.set(signum)
-
-    def on_int(signum: int, frame: Any) -> None:
-        stop.set(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def on_signal(signum: int, frame: Any) -> None:
+        if flag.signal is not None:
+            hard_exit(signum)
+        flag.signalled(signum)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_int)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    _active = flag
     try:
-        yield
+        yield flag
     finally:
+        _active = None
         for s, h in old.items():
             signal.signal(s, h)
 
@@ -136,11 +222,19 @@ def run_shards(
 
 
 # -- local worker processes -----------------------------------------------------------------------
-def _worker_main(run: ShardRun, spec: Any, messages: Any, stop_event: Any) -> None:
-    """A spawned worker: one shard; SIGINT/SIGTERM and the parent's event stop it."""
-    flag = StopFlag()
-    signal.signal(signal.SIGTERM, lambda s, f: flag.set(s))
-    signal.signal(signal.SIGINT, lambda s, f: flag.set(s))
+def _worker_main(run: ShardRun, spec: Any, messages: Any, stop_event: Any, parent: int | None) -> None:
+    """A spawned worker: one shard. It dies with the parent (``parent``: its pid, when the parent
+    started it from its main thread; :mod:`props.backends.lifetime`). SIGINT/SIGTERM and the
+    parent's event stop it: a signal abandons the unit of work in progress (:class:`Interrupted`
+    inside :meth:`StopFlag.abortable`); escalation is the parent's (it kills workers that linger)."""
+    if parent is not None:
+        from props.backends.lifetime import die_with_parent
+
+        die_with_parent(parent)
+    global _active
+    flag = _active = StopFlag()
+    signal.signal(signal.SIGTERM, lambda s, f: flag.signalled(s))
+    signal.signal(signal.SIGINT, lambda s, f: flag.signalled(s))
     run(spec, messages.put, lambda: flag() or stop_event.is_set())
 
 
@@ -161,9 +255,12 @@ def _run_local(shards: Shards, collect: Sink, stop: StopFlag) -> list[int | None
     # thread): what a worker sent is delivered even if it dies right after, by a segfault or a kill.
     messages = ctx.SimpleQueue()
     stop_event = ctx.Event()
+    parent = os.getpid() if threading.current_thread() is threading.main_thread() else None
     procs = [
         ctx.Process(
-            target=_worker_main, args=(shards.run, s, messages, stop_event), name=f"maskcert-shard-{i}"
+            target=_worker_main,
+            args=(shards.run, s, messages, stop_event, parent),
+            name=f"maskcert-shard-{i}",
         )
         for i, s in zip(shards.ids, shards.specs)
     ]
@@ -178,8 +275,12 @@ def _run_local(shards: Shards, collect: Sink, stop: StopFlag) -> list[int | None
             if stop() and stop_since is None:
                 stop_event.set()
                 stop_since = now
+                for p in procs:  # abandon the pair in progress: a signal reaches its abortable work
+                    if p.is_alive() and p.pid:
+                        with contextlib.suppress(OSError):
+                            os.kill(p.pid, stop.signal or signal.SIGTERM)
             if (end_at is not None and now > end_at + WORKER_GRACE_S) or (
-                stop_since is not None and now > stop_since + WORKER_GRACE_S
+                stop_since is not None and now > stop_since + STOP_GRACE_S
             ):
                 for p in procs:
                     if p.is_alive():

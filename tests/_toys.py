@@ -279,3 +279,15 @@ class DiesOnThirdCompile(NoEos):
         if os.environ.get("MASKCERT_TEST_DIE") and len(type(self).specs) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
         return super().compile(spec, vocabulary)
+
+
+class SlowNoEos(NoEos):
+    """:class:`NoEos` whose every compile first sleeps ``MASKCERT_TEST_SLOW`` seconds (default 0):
+    certify runs long enough, pair by pair, to be interrupted by a signal in the middle."""
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        import os
+        import time
+
+        time.sleep(float(os.environ.get("MASKCERT_TEST_SLOW") or 0))
+        return super().compile(spec, vocabulary)

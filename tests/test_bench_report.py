@@ -271,7 +271,7 @@ def test_compile_bench_outcomes_through_the_worker(tmp_path: Path) -> None:
         "b": {"description": "hang"},
         "c": {"type": "string"},
         "d": {"description": "abort"},
-        "e": {"allOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string"}}]},
+        "e": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},  # the reference refuses it
     }
     (tmp_path / "cat").mkdir()
     for name, schema in schemas.items():

@@ -1,11 +1,12 @@
 """Certification: the reference certifies clean; each deliberately broken backend is caught with the
-right invariant and a certificate; the report, reproducers and CLI behave (issue 6)."""
+right invariant and a certificate; the report, reproducers and CLI behave."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def byte() -> tm.Vocabulary:
     return tm.byte_vocabulary()
 
 
-def _check_certificates(findings: list[Finding]) -> None:
+def _check_certificates(findings: Sequence[Finding]) -> None:
     """Every finding carries the evidence its invariant promises, checked independently here."""
     for f in findings:
         c = f.certificate
@@ -78,7 +79,7 @@ def _check_certificates(findings: list[Finding]) -> None:
 def test_reference_certifies_clean_on_the_builtin_corpus_slice() -> None:
     cases = load_corpus("builtin")[::7]
     report = certify("reference", tokenizers=["bpe"], corpus=(), cases=cases, examples=2, strings=2)
-    assert report.findings == [], [f.message for f in report.findings]
+    assert report.findings == (), [f.message for f in report.findings]
     assert report.exit_code == 0
     d = report.data
     assert d["specs"]["checked"] >= len(cases) - 2
@@ -111,6 +112,56 @@ def test_report_files_and_reproducers(tmp_path: Path, byte: tm.Vocabulary) -> No
         text = (tmp_path / name).read_text(encoding="utf-8")
         assert all(f["id"] in text for f in data["findings"])
     assert report.findings[0].invariant == "eos"
+
+
+def test_the_report_is_a_value_and_writing_returns_the_written_one(
+    tmp_path: Path, byte: tm.Vocabulary
+) -> None:
+    """Issue 27: the report is frozen; report.json is its one serialization (fresh each time, equal to
+    the file written); writing returns a new value whose findings carry their reproducers."""
+    import dataclasses
+
+    from maskcert.certification import CertifyConfig
+
+    cls, _ = TOYS["eos"]
+    config = CertifyConfig(tokenizers=[byte], corpus=(), cases=SMALL[:2], examples=2, minimize_s=0)
+    report = certify(cls, config)
+    assert config.tokenizers == (byte,) and config.cases == tuple(SMALL[:2])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.exit_code = 0  # type: ignore[misc]
+    assert isinstance(report.findings, tuple) and isinstance(report.defects, tuple)
+    report.data["findings"].clear()  # a copy: the report is unchanged
+    assert report.data["findings"] and report.exit_code == report.data["exit_code"] == 1
+    written = report.write(tmp_path)  # a toy has no reproducer script: its findings keep repro ""
+    assert written.repro == {f.id: f.repro for f in written.findings} and report.repro == {}
+    assert load_report(tmp_path / "report.json") == json.loads(json.dumps(written.to_json()))
+    # The exit code is derived from the fields, never stored: internal errors give 3.
+    assert dataclasses.replace(report, internal_errors=("boom",)).exit_code == 3
+
+
+def test_certify_config_is_checked_once_and_overridden_by_keywords(byte: tm.Vocabulary) -> None:
+    from maskcert.certification import CertifyConfig, CertifyError
+
+    with pytest.raises(CertifyError, match="workers=0"):
+        CertifyConfig(workers=0)
+    with pytest.raises(CertifyError, match="progress="):
+        CertifyConfig(progress="loud")
+    with pytest.raises(CertifyError, match="resume=True needs out="):
+        CertifyConfig(resume=True)
+    with pytest.raises(CertifyError, match="workers=0"):
+        certify("reference", CertifyConfig(tokenizers=[byte]), workers=0)
+    config = CertifyConfig(tokenizers=[byte], corpus=(), cases=SMALL[:1], examples=0, strings=1)
+    assert config.run_params("reference", [byte], SMALL[:1]) == {
+        "backend": "reference",
+        "options": {},
+        "vocabularies": [byte.fingerprint],
+        "cases": [[SMALL[0].name, SMALL[0].spec.digest]],
+        "seed": 0,
+        "examples": 0,
+        "strings": 1,
+    }
+    given = certify("reference", config, seed=3)
+    assert given.seed == 3 and given.data["seed"] == 3 and config.seed == 0
 
 
 def test_a_real_defect_reproduces_standalone(tmp_path: Path, byte: tm.Vocabulary) -> None:

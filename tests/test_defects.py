@@ -1,4 +1,4 @@
-"""Defects (issue 15): findings grouped by a root-cause signature; the report leads with them; a
+"""Defects: findings grouped by a root-cause signature; the report leads with them; a
 baseline of known signatures lets CI fail on new defects only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The feature probe suite and ``maskcert matrix`` (issue 16): the suite's instances are valid, it covers
+"""The feature probe suite and ``maskcert matrix``: the suite's instances are valid, it covers
 every JSON Schema 2020-12 keyword and format, the reference's column is all ``exact`` or ``refused``,
 and a bounded matrix runs on the installed engines."""
 

@@ -1,4 +1,4 @@
-"""Resumable certify runs (issue 17): a run killed in the middle continues with ``--resume DIR``
+"""Resumable certify runs: a run killed in the middle continues with ``--resume DIR``
 without redoing finished (spec, tokenizer) pairs, and its report equals an uninterrupted run's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""certify's shards (issue 17): worker processes and Ray tasks run on the mechanism the fuzz campaign
+"""certify's shards: worker processes and Ray tasks run on the mechanism the fuzz campaign
 uses (:mod:`maskcert.sharding`), stream results back, and give the report a serial run gives."""
 
 from __future__ import annotations

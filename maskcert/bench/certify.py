@@ -28,12 +28,19 @@ def run_certify_bench(
 ) -> dict[str, Any]:
     """Certify the reference and ``engines`` (default: every installed one) on ``limit`` schemas of
     ``corpus`` with ``tokenizer``; per backend its profile, specs checked, findings and wall time."""
-    from maskcert.certification import CertifyError, certify
+    from maskcert.certification import CertifyConfig, CertifyError, certify
     from props.backends import ENGINES, BackendUnavailable, adapter_class
 
     names = ["reference", *(ENGINES if engines is None else engines)]
     out: dict[str, Any] = {"tokenizer": tokenizer, "limit": limit, "examples": examples, "backends": {}}
     unavailable: dict[str, str] = {}
+    config = CertifyConfig(
+        tokenizers=(tokenizer,),
+        corpus=(f"{corpus}:limit={limit}",),
+        examples=examples,
+        minimize_s=0,
+        progress=False,
+    )
     for name in names:
         if name != "reference":
             try:
@@ -43,23 +50,16 @@ def run_certify_bench(
                 continue
         t0 = time.monotonic()
         try:
-            report = certify(
-                name,
-                tokenizers=[tokenizer],
-                corpus=[f"{corpus}:limit={limit}"],
-                examples=examples,
-                minimize_s=0,
-                progress=False,
-            )
+            report = certify(name, config)
         except CertifyError as e:
             unavailable[name] = str(e)
             continue
-        d = report.data
+        d = report.to_json()
         out["backends"][name] = {
-            "version": d["backend"]["version"],
+            "version": report.backend.version,
             "wall_s": round(time.monotonic() - t0, 3),
             "specs": d["specs"],
-            "findings": len(d["findings"]),
+            "findings": len(report.findings),
             "profile": d["profile"],
         }
     out["unavailable"] = unavailable

@@ -9,7 +9,8 @@ the run) as soon as it arrives — in-process through a callback, across process
 ``multiprocessing`` queue, on Ray through a ``ray.util.queue.Queue``. SIGINT and SIGTERM set a stop
 flag that the shards see before their next example (workers through an ``Event``; Ray tasks are
 cancelled); shards then report what they hold and the parent drains every message before it writes
-``campaign.json`` and returns. A second SIGINT raises ``KeyboardInterrupt`` as usual.
+``campaign.json`` and returns; ``maskcert fuzz`` then exits 128 + the signal. A second signal ends the
+process at once (:func:`maskcert.sharding.hard_exit`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from maskcert.fuzz._config import CampaignConfig, FuzzUsageError
 from maskcert.fuzz._log import FindingsLog
 from maskcert.fuzz._runner import ShardSpec, run_shard
 from maskcert.fuzz._targets import check_target
-from maskcert.sharding import ClusterUnavailable, Shards, StopFlag, run_shards, signals
+from maskcert.sharding import ClusterUnavailable, Shards, run_shards, signal_name, signals
 from props.checks.defects import group, reference_grammars
 from props.contract.findings import INVARIANTS, Finding
 
@@ -51,7 +52,9 @@ class FindingEvent:
 class CampaignResult:
     """What a campaign did. ``findings``: one per id seen in this run (new or already on file);
     ``replayed``: how many of them the replay phase reproduced; ``stopped``: ``budget`` or
-    ``signal``; ``errors``: properties that raised something other than a finding, shard crashes."""
+    ``signal`` (``signal``: its number, None when no signal stopped it); ``errors``: properties that
+    raised something other than a finding, shard crashes. ``exit_code``: 128 + the signal when one
+    stopped the campaign (as shells expect), else 1 on findings or errors, else 0."""
 
     config: CampaignConfig
     out_dir: Path
@@ -61,6 +64,7 @@ class CampaignResult:
     examples: int = 0
     runs: int = 0
     stopped: str = "budget"
+    signal: int | None = None
     events: list[FindingEvent] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     new_ids: list[str] = field(default_factory=list)
@@ -79,6 +83,8 @@ class CampaignResult:
 
     @property
     def exit_code(self) -> int:
+        if self.signal is not None:
+            return 128 + self.signal
         return 1 if self.findings or self.errors else 0
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +102,7 @@ class CampaignResult:
             "examples": self.examples,
             "runs": self.runs,
             "stopped": self.stopped,
+            "signal": None if self.signal is None else signal_name(self.signal),
             "findings": [f.id for f in self.findings],
             "new_findings": list(self.new_ids),
             "replayed": self.replayed,
@@ -244,11 +251,10 @@ def run_campaign(config: CampaignConfig, *, stream: IO[str] | None = None) -> Ca
     out_dir.mkdir(parents=True, exist_ok=True)
     result = CampaignResult(config, out_dir, database, config.seed)
     start = time.monotonic()
-    stop = StopFlag()
     shards = config.workers
     end_at = time.time() + config.budget_s
     progress = _Progress(config, out, start)
-    with FindingsLog(out_dir / "findings.jsonl") as log, signals(stop):
+    with FindingsLog(out_dir / "findings.jsonl") as log, signals() as stop:
         specs = [ShardSpec(config, i, shards, end_at, database, frozenset(log.known)) for i in range(shards)]
         collect = _Collector(result, log, progress, start)
         plan = Shards(run_shard, specs, [s.shard for s in specs], end_at, specs[0].grace_s, _ray_rebase)
@@ -264,6 +270,7 @@ def run_campaign(config: CampaignConfig, *, stream: IO[str] | None = None) -> Ca
             result.coverage = progress.merged_coverage()
             result.shards_done = len(collect.done)
             result.stopped = "signal" if stop() else "budget"
+            result.signal = stop.signal
             progress.update(len(result.findings), len(result.new_ids), force=True)
             progress.finish()
             (out_dir / "campaign.json").write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n")

@@ -1,5 +1,5 @@
 """Run a backend in a worker process, so that a hang is a ``limits`` finding and a crash a ``crash``
-finding, and the run goes on (docs/design.md §4.12, issue 6 "Backends").
+finding, and the run goes on (docs/design.md §4.12).
 
 Theory of operation. :class:`WorkerBackend` implements the ``Backend`` protocol by proxy. It starts
 ``python -m props.backends._worker_main`` with two pipes (``multiprocessing.connection.Connection``
@@ -51,6 +51,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from props.backends.lifetime import child_env, die_with_parent_from_env, register
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
 from refdecoder.errors import MaskcertError, StateError
@@ -255,6 +256,7 @@ def _error_reply(
 
 def _child_main(read_fd: int, write_fd: int, memory_mb: int) -> None:
     """The worker process: limits, then answer requests until EOF or ``close``."""
+    die_with_parent_from_env()
     if memory_mb > 0:
         import resource
 
@@ -310,7 +312,7 @@ class _Process:
         path = [p for p in sys.path if isinstance(p, str)]
         if engine_path is not None:  # a cached engine release shadows the environment's (engines.py)
             path = [engine_path, *(p for p in path if p != engine_path)]
-        env = dict(os.environ)
+        env = child_env(dict(os.environ))  # it dies with this process (props.backends.lifetime)
         env["MASKCERT_WORKER_SYS_PATH"] = json.dumps(path)
         env["PYTHONPATH"] = os.pathsep.join(path)
         try:
@@ -334,6 +336,7 @@ class _Process:
         finally:
             os.close(child_r)
             os.close(child_w)
+        register(self.proc)
         self.requests = Connection(parent_w, readable=False)
         self.replies = Connection(parent_r, writable=False)
 

@@ -29,7 +29,13 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
 ``budget_s`` (number | null)
     The time budget (null: none). ``seed`` (int): the random seed. ``elapsed_s`` (number): wall time.
 ``complete`` (bool)
-    false when the budget cut the run short (the counts then cover only what ran).
+    false when some (spec, tokenizer) pairs were not checked (the counts then cover only what ran).
+``incomplete`` (object, only when ``complete`` is false)
+    every reason that holds: ``interrupted`` (the signal's name or null), ``budget_spent`` (bool) with
+    ``budget_s``, ``lost_shards`` (shards that never answered), ``reasons`` (the same in words) and
+    ``unfinished`` (``[{"spec", "tokenizer"}]``, what ``--resume`` checks).
+``interrupted`` (str, only when a signal stopped the run)
+    the signal's name (``SIGTERM``); the exit code is then 128 + its number.
 ``specs`` (object)
     ints ``total``, ``checked``, ``refused_by_backend``, ``refused_by_reference``, ``refused_by_both``.
 ``counts`` (object)
@@ -83,9 +89,11 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypedDict
 
+from props.backends.lifetime import signal_name
 from props.contract.findings import (
     FAILING,
     INVARIANTS,
@@ -101,12 +109,33 @@ __all__ = [
     "OPTIONAL_FIELDS",
     "HISTOGRAM_EDGES_MS",
     "ReportError",
+    "ReportJSON",
+    "FindingJSON",
+    "Histogram",
     "histogram",
     "write_report",
     "load_report",
     "render_markdown",
     "render_html",
 ]
+
+# report.json's content as the readers see it: ``maskcert.certification.Report.to_json()`` or a loaded
+# file (:func:`load_report`). Read-only: a report is a value, nothing here changes one.
+ReportJSON: TypeAlias = Mapping[str, Any]
+# One entry of ``findings``: ``Finding.to_json()``'s form.
+FindingJSON: TypeAlias = Mapping[str, Any]
+
+
+class Histogram(TypedDict):
+    """One timing entry of report.json (:func:`histogram`; the module docstring)."""
+
+    edges: list[float]
+    counts: list[int]
+    p50: float
+    p99: float
+    max: float
+    n: int
+
 
 REPORT_FIELDS: dict[str, str] = {
     "schema_version": "int: the report schema version (1)",
@@ -118,7 +147,7 @@ REPORT_FIELDS: dict[str, str] = {
     "budget_s": "number | null: the time budget",
     "seed": "int: the random seed",
     "elapsed_s": "number: wall time of the run",
-    "complete": "bool: false when the budget cut the run short",
+    "complete": "bool: false when some (spec, tokenizer) pairs were not checked",
     "specs": "object: total, checked, refused_by_backend, refused_by_reference, refused_by_both",
     "counts": "object: invariant -> tokenizer -> {checks, findings}; defects -> severity -> int",
     "findings": "array: Finding.to_json() objects",
@@ -128,6 +157,8 @@ REPORT_FIELDS: dict[str, str] = {
 }
 #: Fields later versions added; a report without them still loads.
 OPTIONAL_FIELDS: dict[str, str] = {
+    "incomplete": "object (only when incomplete): interrupted, budget_spent, budget_s, lost_shards, reasons, unfinished",
+    "interrupted": "str (only when a signal stopped the run): the signal's name",
     "defects": "array: findings grouped by root cause (id, signature, invariant, severity, summary, findings, "
     "spec, minimized, original_spec_digest, witness, repro)",
     "baseline": "object: path, known / new (defect ids), fixed (signatures) when run with --baseline",
@@ -164,7 +195,7 @@ def _percentile(ordered: list[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def histogram(samples_ms: list[float]) -> dict[str, Any]:
+def histogram(samples_ms: list[float]) -> Histogram:
     """The timing entry of ``report.json`` for ``samples_ms`` (see the module docstring)."""
     edges = list(HISTOGRAM_EDGES_MS)
     counts = [0] * (len(edges) - 1)
@@ -289,7 +320,7 @@ def _check(report: Any, where: str) -> None:
 # -- files --------------------------------------------------------------------------------------------
 
 
-def write_report(report: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+def write_report(report: ReportJSON, out_dir: Path) -> dict[str, Path]:
     """Write ``report.json``, ``report.md`` and ``report.html`` under ``out_dir`` (created if needed);
     returns ``{"json": ..., "md": ..., "html": ...}``. The report is checked first: what is written
     can be loaded by :func:`load_report`."""
@@ -307,7 +338,7 @@ def write_report(report: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def load_report(path: str | Path) -> dict[str, Any]:
+def load_report(path: str | Path) -> ReportJSON:
     """Read a ``report.json``; :class:`ReportError` naming the file unless it is a maskcert report."""
     p = Path(path)
     try:
@@ -319,7 +350,7 @@ def load_report(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ReportError(str(p), "a maskcert report.json (JSON)", f"invalid JSON: {e}") from e
     _check(data, str(p))
-    result: dict[str, Any] = data
+    result: ReportJSON = data
     return result
 
 
@@ -338,7 +369,7 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _token(f: dict[str, Any]) -> str:
+def _token(f: FindingJSON) -> str:
     tid = f.get("token_id")
     if tid is None:
         return "–"
@@ -350,7 +381,7 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _severity_summary(findings: list[dict[str, Any]]) -> str:
+def _severity_summary(findings: Sequence[FindingJSON]) -> str:
     by = Counter(str(f.get("severity", "")) for f in findings)
     rank = {str(k): v for k, v in SEVERITY_RANK.items()}
     order = sorted(by, key=lambda s: (rank.get(s, 99), s))
@@ -366,28 +397,50 @@ def _exit_meaning(code: int) -> str:
         return "usage error or backend unavailable"
     if code == 3:
         return "maskcert itself failed on some cases (see Internal errors): those cases are not certified"
+    if code == 4:
+        return "the run did not check every spec and --require-complete was given: certification fails"
+    if code > 128:
+        return f"interrupted by {signal_name(code - 128)}: certification fails (--resume continues it)"
     return "unknown exit code"
 
 
-def invariant_counts(report: dict[str, Any]) -> dict[str, Any]:
+def _incomplete_line(report: ReportJSON) -> str:
+    """Why a run is incomplete, every reason that holds (report.json ``incomplete``), or ''."""
+    if report.get("complete", True):
+        return ""
+    why = report.get("incomplete") or {}
+    reasons = list(why.get("reasons") or [])
+    if not reasons:  # a report written before the reasons were recorded
+        reasons = ["the budget cut the run short"]
+    unfinished = why.get("unfinished") or []
+    tail = f"; {len(unfinished)} (spec, tokenizer) pairs not checked" if unfinished else ""
+    return f"incomplete: {', '.join(reasons)}{tail}"
+
+
+def _unfinished_rows(report: ReportJSON) -> list[list[str]]:
+    why = report.get("incomplete") or {}
+    return [[str(u.get("spec", "")), str(u.get("tokenizer", ""))] for u in why.get("unfinished") or []]
+
+
+def invariant_counts(report: ReportJSON) -> dict[str, Mapping[str, Any]]:
     """``counts`` without its ``defects`` entry: invariant -> tokenizer -> {checks, findings}."""
     counts = report.get("counts")
     return {k: v for k, v in counts.items() if k != "defects"} if isinstance(counts, dict) else {}
 
 
-def defect_counts(report: dict[str, Any]) -> dict[str, Any]:
+def defect_counts(report: ReportJSON) -> Mapping[str, Any]:
     """``counts.defects``: severity -> number of defects ({} in reports older than defects)."""
     counts = report.get("counts")
     d = counts.get("defects") if isinstance(counts, dict) else None
     return d if isinstance(d, dict) else {}
 
 
-def _invariants(report: dict[str, Any]) -> list[str]:
+def _invariants(report: ReportJSON) -> list[str]:
     extra = sorted(k for k in invariant_counts(report) if k not in INVARIANTS)
     return list(INVARIANTS) + extra
 
 
-def _tokenizer_names(report: dict[str, Any]) -> list[str]:
+def _tokenizer_names(report: ReportJSON) -> list[str]:
     names = [str(t.get("name", "")) for t in report.get("tokenizers", []) if isinstance(t, dict)]
     for row in invariant_counts(report).values():
         for name in row:
@@ -396,7 +449,7 @@ def _tokenizer_names(report: dict[str, Any]) -> list[str]:
     return names
 
 
-def _cell(report: dict[str, Any], invariant: str, tokenizer: str) -> tuple[str, str]:
+def _cell(report: ReportJSON, invariant: str, tokenizer: str) -> tuple[str, str]:
     """(kind, text): kind ``pass`` / ``fail`` / ``none``."""
     c = invariant_counts(report).get(invariant, {}).get(tokenizer)
     if not isinstance(c, dict) or not c.get("checks"):
@@ -424,28 +477,28 @@ _CERT_ORDER = (
 )
 
 
-def _cert_items(cert: dict[str, Any]) -> list[tuple[str, str]]:
+def _cert_items(cert: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Certificate entries in a fixed order (known keys first), operations excluded."""
     keys = [k for k in _CERT_ORDER if k in cert] + sorted(k for k in cert if k not in _CERT_ORDER)
     return [(k, _cut(_show(cert[k]), 4000)) for k in keys if k != "operations"]
 
 
-def _ops(cert: dict[str, Any]) -> list[str]:
+def _ops(cert: Mapping[str, Any]) -> list[str]:
     ops = cert.get("operations")
     if not isinstance(ops, list):
         return []
     return [json.dumps(op, ensure_ascii=False) for op in ops]
 
 
-def _spec_source(f: dict[str, Any]) -> str:
+def _spec_source(f: FindingJSON) -> str:
     spec = f.get("spec") or {}
     src = spec.get("source")
     text = src if isinstance(src, str) else json.dumps(src, indent=2, ensure_ascii=False, sort_keys=True)
     return _cut(text, 8000)
 
 
-def _timing_rows(report: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    rows = []
+def _timing_rows(report: ReportJSON) -> list[tuple[str, str, Mapping[str, Any]]]:
+    rows: list[tuple[str, str, Mapping[str, Any]]] = []
     for tok, entry in report.get("timings", {}).items():
         for key in _TIMING_KEYS:
             h = entry.get(key)
@@ -484,7 +537,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _facts(f: dict[str, Any]) -> list[tuple[str, str]]:
+def _facts(f: FindingJSON) -> list[tuple[str, str]]:
     """The labelled facts of one finding, as the Markdown and HTML renderings both list them."""
     spec = f.get("spec") or {}
     prefix = f.get("prefix_ids", []) or []
@@ -511,10 +564,10 @@ def _facts(f: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: ReportJSON) -> str:
     """``report.md``: summary, declared profile and restrictions, matrix, findings, refusals, timings."""
     be = report.get("backend", {})
-    findings: list[dict[str, Any]] = list(report.get("findings", []))
+    findings: list[FindingJSON] = list(report.get("findings", []))
     code = int(report.get("exit_code", 0))
     out: list[str] = [
         f"# maskcert certification: {_md(be.get('name', '?'))} {_md(be.get('version', ''))}",
@@ -525,7 +578,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     out.append(
         f"{_md(report.get('created', ''))} · maskcert {_md(tool.get('version', ''))} · seed {_md(report.get('seed'))}"
         f" · {_num(report.get('elapsed_s'))} s of {'no budget' if budget is None else _num(budget) + ' s budget'}"
-        + ("" if report.get("complete", True) else " · **incomplete: the budget cut the run short**")
+        + (f" · **{_md(_incomplete_line(report))}**" if _incomplete_line(report) else "")
     )
     out += [
         "",
@@ -536,6 +589,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     specs = report.get("specs", {})
     out.append("Specs: " + ", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS) + ".")
     out.append("")
+    if _unfinished_rows(report):
+        out += ["## Not checked", "", "`maskcert certify --resume DIR` checks these.", ""]
+        out += [_md_table(["spec", "tokenizer"], [[_md(c) for c in r] for r in _unfinished_rows(report)]), ""]
 
     out += ["## Defects", "", _DEFECTS_NOTE, ""]
     header, rows_d = _defect_rows(report)
@@ -700,6 +756,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += ["## Instances walked", "", _INSTANCES_NOTE, ""]
     out.append(_md_table(header, [[_md(c) for c in row] for row in rows_i]) if rows_i else "None recorded.")
     out.append("")
+    rows_c = _coverage_rows(report)
+    if rows_c:
+        out += ["## Coverage per spec", "", _COVERAGE_NOTE, ""]
+        out += [_md_table(list(_COVERAGE_COLUMNS), [[_md(c) for c in row] for row in rows_c]), ""]
 
     out += ["## Mask-time statistics", "", "Milliseconds per mask (compile: per spec).", ""]
     rows_t = _timing_rows(report)
@@ -730,13 +790,63 @@ _INSTANCES_NOTE = (
     "Valid and invalid instances walked through the backend, by source: `corpus`, `reference` (generated "
     "by the reference), `hypothesis-jsonschema` (`-unused`: drawn outside the declared language), "
     "`targeted` (invalid instances aimed at one keyword or JSON syntax slip each), `spellings` (valid texts "
-    "in other legal spellings), `coverage-guided` (walks steered to grammar positions not yet compared; "
+    "in other legal spellings), `numbers` (numbers respelled: other spellings of the constants a schema "
+    "names, their neighbours, long fractions and integers, fractions and exponents for integers; valid ones "
+    "walked byte by byte through the number), `coverage-guided` (walks steered to grammar positions not yet compared; "
     "`coverage/positions-*` count the positions found and compared, and the notes say whether coverage "
     "saturated). A spec whose JSON Schema got no hypothesis-jsonschema instance shows why."
 )
 
 
-def _instance_table(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+_COVERAGE_NOTE = (
+    "Where masks were compared, per spec: grammar positions (`coverage/positions-*`), lexeme states "
+    "(inside numbers, strings and keys: digit counts before and after the point, exponent paths, "
+    "escapes, UTF-8 lengths; `lexemes/targets-*`) and, of those, the boundary points of the constants "
+    "the schema names (each prefix of a bound's, `enum`'s or `const`'s spelling, the whole, past it; "
+    "`lexemes/constants-*`): compared of found; the lexeme states reached only by walks steered around "
+    "defects already seen on the spec (`lexemes/targets-steered-only`); and what was not compared."
+)
+_COVERAGE_COLUMNS = (
+    "spec",
+    "tokenizer",
+    "grammar positions",
+    "lexeme states",
+    "constant boundaries",
+    "reached only by steering",
+    "not compared",
+)
+
+
+def _ratio(counts: dict[str, Any], what: str) -> str:
+    found, compared = int(counts.get(f"{what}-found", 0)), int(counts.get(f"{what}-compared", 0))
+    return f"{compared}/{found} ({100.0 * compared / found:.0f}%)" if found else "-"
+
+
+def _coverage_rows(report: ReportJSON) -> list[list[str]]:
+    """Rows for the coverage section: each spec/tokenizer with lexeme coverage measured."""
+    rows = []
+    for e in (report.get("instances") or {}).get("per_spec") or []:
+        counts = e.get("counts") or {}
+        if "lexemes/targets-found" not in counts:
+            continue
+        missed = [
+            n.partition("not compared: ")[2] for n in e.get("notes") or [] if n.startswith("lexeme coverage")
+        ]
+        rows.append(
+            [
+                str(e.get("spec", "")),
+                str(e.get("tokenizer", "")),
+                _ratio(counts, "coverage/positions"),
+                _ratio(counts, "lexemes/targets"),
+                _ratio(counts, "lexemes/constants"),
+                str(int(counts.get("lexemes/targets-steered-only", 0))),
+                _cut("; ".join(m for m in missed if m), 160),
+            ]
+        )
+    return rows
+
+
+def _instance_table(report: ReportJSON) -> tuple[list[str], list[list[str]]]:
     """Rows for the instances section: the totals, then each spec/tokenizer with its counts and notes."""
     inst = report.get("instances") or {}
     per_spec = inst.get("per_spec") or []
@@ -778,7 +888,7 @@ _DEFECTS_NOTE = (
 )
 
 
-def _defect_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _defect_rows(report: ReportJSON) -> tuple[list[str], list[list[str]]]:
     """Rows of the defects section (the last column is the example finding's id, for links)."""
     header = ["defect", "severity", "what", "example spec", "example output", "findings", "repro", "finding"]
     rows = []
@@ -805,7 +915,7 @@ def _anchor(fid: Any) -> str:
     return re.sub(r"[^a-z0-9-]", "", str(fid).lower())
 
 
-def _md_finding(f: dict[str, Any]) -> list[str]:
+def _md_finding(f: FindingJSON) -> list[str]:
     out = [
         f'<a id="finding-{_anchor(f.get("id", ""))}"></a>',
         "",
@@ -863,10 +973,10 @@ def _html_table(header: list[str], rows: list[list[str]], raw: bool = False) -> 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: ReportJSON) -> str:
     """``report.html``: one self-contained page (inline CSS and SVG; no scripts, no network)."""
     be = report.get("backend", {})
-    findings: list[dict[str, Any]] = list(report.get("findings", []))
+    findings: list[FindingJSON] = list(report.get("findings", []))
     p: list[str] = [
         *_html_summary(report, findings),
         *_html_defects(report),
@@ -885,7 +995,7 @@ def render_html(report: dict[str, Any]) -> str:
     return "\n".join(p)
 
 
-def _html_defects(report: dict[str, Any]) -> list[str]:
+def _html_defects(report: ReportJSON) -> list[str]:
     """The defects section: one row per root cause, linked to its example finding."""
     p = ["<h2>Defects</h2>", f'<p class="note">{_h(_DEFECTS_NOTE)}</p>']
     header, rows = _defect_rows(report)
@@ -904,7 +1014,7 @@ def _html_defects(report: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
+def _html_summary(report: ReportJSON, findings: Sequence[FindingJSON]) -> list[str]:
     """The page's head and title, the run line, the verdict banner(s) and the spec counts."""
     be = report.get("backend", {})
     code = int(report.get("exit_code", 0))
@@ -928,8 +1038,16 @@ def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> lis
         f'<div class="banner {kind}"><b>{len(findings)} findings: {_h(_severity_summary(findings))}.</b> '
         f"Exit code {code}: {_h(_exit_meaning(code))}.</div>"
     )
-    if not report.get("complete", True):
-        p.append('<div class="banner warn">Incomplete: the budget cut the run short.</div>')
+    if _incomplete_line(report):
+        line = _incomplete_line(report)
+        p.append(f'<div class="banner warn">{_h(line[0].upper() + line[1:])}.</div>')
+        rows = _unfinished_rows(report)
+        if rows:
+            p.append(
+                "<details><summary>Not checked (<code>maskcert certify --resume</code> checks them)</summary>"
+                + _html_table(["spec", "tokenizer"], rows)
+                + "</details>"
+            )
     specs = report.get("specs", {})
     p.append(
         "<p>Specs: "
@@ -939,7 +1057,7 @@ def _html_summary(report: dict[str, Any], findings: list[dict[str, Any]]) -> lis
     return p
 
 
-def _html_profile(be: dict[str, Any]) -> list[str]:
+def _html_profile(be: Mapping[str, Any]) -> list[str]:
     """The declared profile section: its JSON fields, canonical-tokenization flag and notes."""
     profile = be.get("profile", {}) or {}
     p = ["<h2>Declared profile</h2>"]
@@ -958,7 +1076,7 @@ def _html_profile(be: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_restrictions(be: dict[str, Any]) -> list[str]:
+def _html_restrictions(be: Mapping[str, Any]) -> list[str]:
     """The declared restrictions section (deviations the backend declares, not defects)."""
     p = ["<h2>Declared restrictions</h2>"]
     p.append(
@@ -986,7 +1104,7 @@ def _html_restrictions(be: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_inputs(report: dict[str, Any]) -> list[str]:
+def _html_inputs(report: ReportJSON) -> list[str]:
     """The tokenizers table and the corpus line, each only when the report has any."""
     p: list[str] = []
     toks = report.get("tokenizers", [])
@@ -1017,7 +1135,7 @@ def _html_inputs(report: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_matrix(report: dict[str, Any]) -> list[str]:
+def _html_matrix(report: ReportJSON) -> list[str]:
     """The summary matrix: one row per invariant, one pass/fail/not-run cell per tokenizer."""
     names = _tokenizer_names(report)
     head = "<th>invariant</th>" + "".join(f"<th>{_h(n)}</th>" for n in names)
@@ -1032,7 +1150,7 @@ def _html_matrix(report: dict[str, Any]) -> list[str]:
     return ["<h2>Summary matrix</h2>", table, *_svg_invariant_bars(report)]
 
 
-def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
+def _html_findings(findings: Sequence[FindingJSON]) -> list[str]:
     """The findings section: a linked overview table, then each finding in full."""
     p = ["<h2>Findings</h2>"]
     if not findings:
@@ -1067,7 +1185,7 @@ def _html_findings(findings: list[dict[str, Any]]) -> list[str]:
     return p
 
 
-def _html_refusals(report: dict[str, Any]) -> list[str]:
+def _html_refusals(report: ReportJSON) -> list[str]:
     """The refusals section: which side refused which spec on which tokenizer, and why."""
     refusals = report.get("refusals", [])
     p = ["<h2>Refusals</h2>"]
@@ -1091,7 +1209,7 @@ def _html_refusals(report: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_internal_errors(report: dict[str, Any]) -> list[str]:
+def _html_internal_errors(report: ReportJSON) -> list[str]:
     """The internal errors section (maskcert's own failures), only when there are any."""
     errors = report.get("internal_errors") or []
     if not errors:
@@ -1112,7 +1230,7 @@ _LIMITS_PROBES_NOTE = (
 )
 
 
-def _limits_probe_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _limits_probe_rows(report: ReportJSON) -> tuple[list[str], list[list[str]]]:
     """One row per probe family: its verdict and its growth curve (size: seconds, outcome)."""
     rows: list[list[str]] = []
     for c in report.get("limits_probes", {}).get("curves", []):
@@ -1125,7 +1243,7 @@ def _limits_probe_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str
     return ["family", "verdict", "size: seconds", "why"], rows
 
 
-def _html_limits_probes(report: dict[str, Any]) -> list[str]:
+def _html_limits_probes(report: ReportJSON) -> list[str]:
     """The limits-probes section (only with --limits-probes): the growth curve of each family."""
     if not report.get("limits_probes"):
         return []
@@ -1137,17 +1255,23 @@ def _html_limits_probes(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _html_instances(report: dict[str, Any]) -> list[str]:
+def _html_instances(report: ReportJSON) -> list[str]:
     """The instances-walked section: counts per source, totals first."""
     header, rows_i = _instance_table(report)
     return [
         "<h2>Instances walked</h2>",
         f'<p class="note">{_h(_INSTANCES_NOTE)}</p>',
         _html_table(header, rows_i) if rows_i else "<p>None recorded.</p>",
+        *(
+            ["<h2>Coverage per spec</h2>", f'<p class="note">{_h(_COVERAGE_NOTE)}</p>']
+            + [_html_table(list(_COVERAGE_COLUMNS), rows_c)]
+            if (rows_c := _coverage_rows(report))
+            else []
+        ),
     ]
 
 
-def _html_timings(report: dict[str, Any]) -> list[str]:
+def _html_timings(report: ReportJSON) -> list[str]:
     """The mask-time section: percentile table, then a histogram per tokenizer with mask timings."""
     p = ["<h2>Mask-time statistics</h2>"]
     rows_t = _timing_rows(report)
@@ -1171,7 +1295,7 @@ def _html_timings(report: dict[str, Any]) -> list[str]:
     return p
 
 
-def _html_finding(f: dict[str, Any]) -> str:
+def _html_finding(f: FindingJSON) -> str:
     facts = [("message", str(f.get("message", ""))), *_facts(f)]
     cert = f.get("certificate") or {}
     facts += [(f"certificate: {k}", v) for k, v in _cert_items(cert)]
@@ -1190,7 +1314,7 @@ def _html_finding(f: dict[str, Any]) -> str:
     )
 
 
-def _svg_invariant_bars(report: dict[str, Any]) -> list[str]:
+def _svg_invariant_bars(report: ReportJSON) -> list[str]:
     """Per invariant, summed over tokenizers: checks (green) and findings (red) as bars on one log
     scale, so a few findings stand out next to thousands of checks. Nothing when nothing ran."""
     totals: list[tuple[str, int, int]] = []
@@ -1238,12 +1362,12 @@ def _svg_invariant_bars(report: dict[str, Any]) -> list[str]:
     return ["<h3>Checks and findings per invariant</h3>", "".join(parts)]
 
 
-def _svg_histogram(backend: dict[str, Any], reference: dict[str, Any]) -> str:
+def _svg_histogram(backend: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     """Grouped bars per bin: backend (orange) vs reference (blue); log-spaced ms on the x axis."""
     edges = list(backend.get("edges") or reference.get("edges") or HISTOGRAM_EDGES_MS)
     nbins = len(edges) - 1
 
-    def counts(h: dict[str, Any]) -> list[int]:
+    def counts(h: Mapping[str, Any]) -> list[int]:
         c = [int(x) for x in (h.get("counts") or [])][:nbins]
         return c + [0] * (nbins - len(c))
 
