@@ -265,3 +265,26 @@ def test_a_signal_stops_matrix_and_resume_finishes_it(tmp_path: Path, sig: signa
     assert "interrupted" not in again
     assert _matrix_stable(again) == _matrix_stable(json.loads((whole / "matrix.json").read_text()))
     _no_leftovers(tag)
+
+
+def test_sigterm_stops_the_main_job_with_143_and_the_unfinished_specs(tmp_path: Path) -> None:
+    """The README's main job itself (``maskcert certify`` on the built-in defaults), not a toy: SIGTERM
+    mid-run exits 143 with a report that names the signal and the pairs not checked. Its resume to the
+    uninterrupted report is the toy tests' (the whole main job takes minutes)."""
+    tag = uuid.uuid4().hex
+    out = tmp_path / "main"
+    proc, stdout, stderr, waited = _interrupt_after(
+        ["certify", "--out", str(out)], tag, out, 3, [signal.SIGTERM]
+    )
+    assert proc.returncode == 143, (stdout, stderr)
+    assert waited < 30, f"took {waited:.1f} s to stop"
+    _no_leftovers(tag)
+    report = json.loads((out / "report.json").read_text())
+    assert report["interrupted"] == "SIGTERM" and report["exit_code"] == 143 and not report["complete"]
+    why = report["incomplete"]
+    assert why["reasons"] == ["interrupted by SIGTERM"] and why["unfinished"]
+    from props.corpus import load_corpus
+
+    pairs = 2 * len(list(load_corpus("builtin")))  # two default tokenizers
+    assert len(why["unfinished"]) + _checkpointed(out) == pairs
+    assert len({(u["spec"], u["tokenizer"]) for u in why["unfinished"]}) == len(why["unfinished"])
