@@ -930,13 +930,7 @@ def _certify_shard(
     shard with a ``fatal`` message; ``done`` says whether every pair ran."""
     config = spec.config
     deadline = None if config.budget_s is None else time.monotonic() + config.budget_s
-    kw = {
-        "seed": config.seed,
-        "examples": config.examples,
-        "strings": config.strings,
-        "limits": config.limits,
-        "deadline": deadline,
-    }
+    kw = config.case_options(deadline)
     built = isinstance(spec.backend, str)
     complete = True
     try:
@@ -1075,6 +1069,17 @@ class CertifyConfig:
             raise CertifyError(f"workers={self.workers}: expected at least 1")
         if self.resume and self.out is None:
             raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
+
+    def case_options(self, deadline: float | None = None) -> dict[str, Any]:
+        """The keyword arguments of :func:`certify_case` this configuration gives (a shard's, the
+        pytest plugin's), with ``deadline`` (``time.monotonic()``) when the budget runs."""
+        return {
+            "seed": self.seed,
+            "examples": self.examples,
+            "strings": self.strings,
+            "limits": self.limits,
+            "deadline": deadline,
+        }
 
     @property
     def sharded(self) -> bool:

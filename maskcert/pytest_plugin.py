@@ -55,15 +55,7 @@ class MaskcertItem(pytest.Item):
             self.state["backend"] = resolve_backend(
                 self.state["name"], dict(config.backend_options), config.isolate
             )
-        result = certify_case(
-            self.state["backend"],
-            self.case,
-            self.vocab,
-            seed=config.seed,
-            examples=config.examples,
-            strings=config.strings,
-            limits=config.limits,
-        )
+        result = certify_case(self.state["backend"], self.case, self.vocab, **config.case_options())
         if result.findings:
             raise MaskcertFindings(result.findings)
         if result.status == "checked" and not result.checks:
