@@ -6,11 +6,19 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
+from ._ir import Network
 from ._limits import budget_scope
 from .errors import LimitExceeded, SpecError
-from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Limits, Regex, Spec
+from .grammar import Choice, Gbnf, Grammar, JsonProfile, JsonSchema, Lark, Limits, Regex, Spec, StructuralTag
 
-__all__ = ["compile", "compile_json_schema", "compile_regex", "compile_gbnf", "compile_choice"]
+__all__ = [
+    "compile",
+    "compile_network",
+    "compile_json_schema",
+    "compile_regex",
+    "compile_gbnf",
+    "compile_choice",
+]
 
 
 # The last few grammars compiled, by (spec, limits). A Grammar is a pure value (its tables are memos),
@@ -50,6 +58,12 @@ def compile(spec: Spec, limits: Limits | None = None) -> Grammar:  # noqa: A001 
 
 
 def _compile(spec: Spec, limits: Limits) -> Grammar:
+    return Grammar(compile_network(spec, limits), spec, limits)
+
+
+def compile_network(spec: Spec, limits: Limits) -> Network:
+    """``spec``'s checked network, inside the caller's compile budget (front-ends that embed one
+    spec in another, e.g. a Lark ``%json``, call this)."""
     if isinstance(spec, JsonSchema):
         from ._jsonschema_emit import compile_json_schema_network
 
@@ -66,9 +80,19 @@ def _compile(spec: Spec, limits: Limits) -> Grammar:
         from ._choice import compile_choice_network
 
         network = compile_choice_network(spec, limits)
+    elif isinstance(spec, Lark):
+        from ._lark import compile_lark_network
+
+        network = compile_lark_network(spec, limits, compile_network)
+    elif isinstance(spec, StructuralTag):
+        from ._structural_tag import compile_structural_tag_network
+
+        network = compile_structural_tag_network(spec, limits, compile_network)
     else:
-        raise SpecError("unknown spec", type(spec).__name__, "JsonSchema, Regex, Gbnf or Choice")
-    return Grammar(network, spec, limits)
+        raise SpecError(
+            "unknown spec", type(spec).__name__, "JsonSchema, Regex, Gbnf, Choice, Lark or StructuralTag"
+        )
+    return network
 
 
 def compile_json_schema(

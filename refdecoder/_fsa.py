@@ -11,7 +11,9 @@ built through :func:`canonical`, which
 1. trims: keeps the states reachable from the start that can reach a final state;
 2. minimizes with Hopcroft's partition refinement lifted to interval labels (the "symbolic"
    Hopcroft of D'Antoni & Veanes, *Minimization of Symbolic Automata*, POPL 2014): splitting a block
-   by splitter ``B`` groups its states by the exact set of code points ``{c : δ(s, c) ∈ B}``;
+   by splitter ``B`` groups its states by the exact set of code points ``{c : δ(s, c) ∈ B}``; an
+   automaton without cycles (a finite language, e.g. under ``maxLength``) takes Revuz's linear
+   bottom-up pass instead (:func:`_revuz`), which gives the same classes;
 3. renumbers states breadth-first from the start, following intervals in increasing order, and
    merges adjacent intervals that lead to the same state.
 
@@ -89,6 +91,8 @@ __all__ = [
     "canonical",
     "from_minimal",
     "walk_minimal",
+    "canonical_bytes",
+    "byte_literal",
 ]
 
 #: The default of ``Limits.dfa_states``: the bound on the states of a code point automaton when
@@ -396,16 +400,53 @@ def _hopcroft(n: int, rows: Sequence[Sequence[Edge]], finals: set[int]) -> list[
     return blk
 
 
+def _revuz(n: int, rows: Sequence[Sequence[Edge]], finals: set[int]) -> list[int] | None:
+    """The language classes of a trim DFA *without cycles* (a finite language: a ``maxLength``, a
+    ``format`` of bounded length), in linear time; None when it has a cycle (then :func:`_hopcroft`).
+
+    Revuz, *Minimisation of acyclic deterministic automata in linear time* (TCS 1992): visited in
+    reverse topological order, a state's class is its signature — finality and its transitions with
+    targets replaced by their classes, adjacent intervals with one class merged — so two states get one
+    class exactly when they have the same language (by induction on the longest word from them)."""
+    indegree = [0] * n
+    for row in rows:
+        for _, _, t in row:
+            indegree[t] += 1
+    order = [s for s in range(n) if indegree[s] == 0]
+    for s in order:  # Kahn's topological sort; ``order`` grows while it is walked
+        for _, _, t in rows[s]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                order.append(t)
+    if len(order) != n:
+        return None
+    spend(n)
+    cls = [0] * n
+    ids: dict[tuple[bool, tuple[Edge, ...]], int] = {}
+    for s in reversed(order):
+        sig: list[Edge] = []
+        for lo, hi, t in sorted(rows[s]):
+            c = cls[t]
+            if sig and sig[-1][2] == c and sig[-1][1] + 1 == lo:
+                sig[-1] = (sig[-1][0], hi, c)
+            else:
+                sig.append((lo, hi, c))
+        cls[s] = ids.setdefault((s in finals, tuple(sig)), len(ids))
+    return cls
+
+
 def _canonical_tables(
-    rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]
+    rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int], *, minimal: bool = False
 ) -> tuple[tuple[Row, ...], frozenset[int]]:
-    """Trim, minimize and renumber. The empty language is ``(((),), frozenset())``."""
+    """Trim, minimize and renumber. The empty language is ``(((),), frozenset())``. ``minimal``: the
+    caller knows that the trim part of the automaton is minimal already (no two of its states have the
+    same language), so Hopcroft's pass is skipped."""
     with _gc_paused():
-        return _canonical_tables_impl(rows, start, finals)
+        return _canonical_tables_impl(rows, start, finals, minimal)
 
 
 def _canonical_tables_impl(
-    rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]
+    rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int], minimal: bool = False
 ) -> tuple[tuple[Row, ...], frozenset[int]]:
     fin = set(finals)
     order, live = live_states(start, lambda s: [t for _, _, t in rows[s]], fin)
@@ -420,7 +461,11 @@ def _canonical_tables_impl(
         crow[i] = [(lo, hi, ids[t]) for lo, hi, t in rows[s] if t in live]
         if s in fin:
             cfin.add(i)
-    blk = _hopcroft(m, crow, cfin)
+    if minimal:
+        blk = list(range(m))
+    else:
+        acyclic = _revuz(m, crow, cfin)
+        blk = acyclic if acyclic is not None else _hopcroft(m, crow, cfin)
     rep: dict[int, int] = {}
     for s in range(m):
         rep.setdefault(blk[s], s)
@@ -507,32 +552,77 @@ def walk_minimal(
     return CodepointDFA(tuple(out_rows), frozenset(out_fin))
 
 
+def _full_target(row: Row) -> int | None:
+    """The one target of a row that sends every scalar value to it (a length counter's), else None."""
+    if len(row) != len(ALPHABET):
+        return None
+    t = row[0][2]
+    for (lo, hi, u), (alo, ahi) in zip(row, ALPHABET):
+        if lo != alo or hi != ahi or u != t:
+            return None
+    return t
+
+
+def _length_range(d: CodepointDFA) -> tuple[int, int | None] | None:
+    """``(m, M)`` when ``L(d)`` is all strings with a length in ``[m, M]`` (``M`` None: unbounded), as
+    :meth:`CodepointDFA._lengths` builds it (canonical: state i counts i code points, a dead end or a
+    self-loop last, the finals ``m..``); else None."""
+    rows, fin = d._rows, d._finals
+    n = len(rows)
+    if not fin:
+        return None
+    for i, row in enumerate(rows):
+        t = _full_target(row)
+        if t == i + 1 or (t == i == n - 1) or (not row and i == n - 1):
+            continue
+        return None
+    m = min(fin)
+    if fin != frozenset(range(m, n)):
+        return None
+    return m, (None if rows[-1] else n - 1)
+
+
 def _overlay(ra: Row, rb: Row) -> list[tuple[int, int, int, int]]:
-    """Segments (lo, hi, ta, tb) where at least one row is defined; DEAD marks the other."""
+    """Segments (lo, hi, ta, tb) where at least one row is defined; DEAD marks the other.
+
+    A merge of the two sorted lists of disjoint intervals (the hot loop of every product: comparisons
+    inline; once one row is used up the rest of the other is copied; ``tests/test_compile_scale.py``
+    checks it against the plain sweep)."""
     out: list[tuple[int, int, int, int]] = []
     i = j = 0
     na, nb = len(ra), len(rb)
     pos = 0
-    while i < na or j < nb:
-        alo, ahi, at = ra[i] if i < na else (_INF, _INF, DEAD)
-        blo, bhi, bt = rb[j] if j < nb else (_INF, _INF, DEAD)
-        alo = max(alo, pos)
-        blo = max(blo, pos)
-        lo = min(alo, blo)
-        if alo == lo and blo == lo:
-            hi = min(ahi, bhi)
-            out.append((lo, hi, at, bt))
-        elif alo == lo:
-            hi = min(ahi, blo - 1)
-            out.append((lo, hi, at, DEAD))
+    while i < na and j < nb:
+        alo, ahi, at = ra[i]
+        blo, bhi, bt = rb[j]
+        if alo < pos:
+            alo = pos
+        if blo < pos:
+            blo = pos
+        if alo < blo:
+            hi = ahi if ahi < blo else blo - 1
+            out.append((alo, hi, at, DEAD))
+        elif blo < alo:
+            hi = bhi if bhi < alo else alo - 1
+            out.append((blo, hi, DEAD, bt))
         else:
-            hi = min(bhi, alo - 1)
-            out.append((lo, hi, DEAD, bt))
+            hi = ahi if ahi < bhi else bhi
+            out.append((alo, hi, at, bt))
         pos = hi + 1
-        if i < na and ahi <= hi:
+        if ahi <= hi:
             i += 1
-        if j < nb and bhi <= hi:
+        if bhi <= hi:
             j += 1
+    while i < na:
+        alo, ahi, at = ra[i]
+        out.append((alo if alo > pos else pos, ahi, at, DEAD))
+        pos = ahi + 1
+        i += 1
+    while j < nb:
+        blo, bhi, bt = rb[j]
+        out.append((blo if blo > pos else pos, bhi, DEAD, bt))
+        pos = bhi + 1
+        j += 1
     return out
 
 
@@ -551,8 +641,7 @@ class CodepointDFA:
     def __init__(self, rows: tuple[Row, ...], finals: frozenset[int]) -> None:
         self._rows = rows
         self._finals = finals
-        h = hashlib.sha256(repr((rows, sorted(finals))).encode())
-        self._key = ("cpdfa", h.hexdigest())
+        self._key: tuple[str, str] | None = None  # the digest, when first asked for (``key``)
         self._los: list[list[int]] | None = None
 
     # -- constructors ---------------------------------------------------------------------------
@@ -636,16 +725,26 @@ class CodepointDFA:
             raise LimitExceeded("dfa_states", top + 1, max_states)
         check_bound("length", top)
         spend(top)
+        # State i counts i code points read; states with different counts accept different lengths
+        # (the largest one, or the least missing one, differ), so the chain is trim, minimal and in BFS
+        # order already: ``from_minimal`` only numbers it, without ``canonical``'s Hopcroft pass, whose
+        # work grows with the chain (tests/test_compile_scale.py checks the tables agree).
         if max_len is None:
             rows = [[(lo, hi, min(i + 1, min_len)) for lo, hi in ALPHABET] for i in range(min_len + 1)]
-            return canonical(rows, 0, [min_len])
+            return from_minimal(rows, 0, [min_len])
         if max_len + 1 > max_states:
             raise LimitExceeded("dfa_states", max_len + 1, max_states)
         rows = [[(lo, hi, i + 1) for lo, hi in ALPHABET] for i in range(max_len)] + [[]]
-        return canonical(rows, 0, range(min_len, max_len + 1))
+        return from_minimal(rows, 0, range(min_len, max_len + 1))
 
     # -- Boolean operations (product construction) ---------------------------------------------
     def _product(
+        self, other: CodepointDFA, op: Callable[[bool, bool], bool], max_states: int | None
+    ) -> CodepointDFA:
+        with _gc_paused():  # its index and rows are many small tuples, no cycles (speed only)
+            return self._product_impl(other, op, max_states)
+
+    def _product_impl(
         self, other: CodepointDFA, op: Callable[[bool, bool], bool], max_states: int | None
     ) -> CodepointDFA:
         max_states = dfa_bound(max_states)
@@ -656,15 +755,25 @@ class CodepointDFA:
         rows: list[list[Edge]] = []
         finals: set[int] = set()
         a_rows, b_rows = self._rows, other._rows
+        a_fin, b_fin = self._finals, other._finals
+        accepting = {(x, y): op(x, y) for x in (False, True) for y in (False, True)}
         i = 0
         while i < len(queue):
             p, q = queue[i]
-            if op(p in self._finals, q in other._finals):
+            if accepting[(p in a_fin, q in b_fin)]:
                 finals.add(i)
             ra = a_rows[p] if p != DEAD else ()
             rb = b_rows[q] if q != DEAD else ()
             row: list[Edge] = []
-            for lo, hi, ta, tb in _overlay(ra, rb):
+            # A side whose row sends every scalar value to one state (a length counter) overlays as
+            # the other side's edges; the parts only it defines are dropped when they are not kept.
+            if not keep_b_only and (tf := _full_target(rb)) is not None:
+                segments = [(lo, hi, ta, tf) for lo, hi, ta in ra]
+            elif not keep_a_only and (tf := _full_target(ra)) is not None:
+                segments = [(lo, hi, tf, tb) for lo, hi, tb in rb]
+            else:
+                segments = _overlay(ra, rb)
+            for lo, hi, ta, tb in segments:
                 if ta == DEAD and not keep_b_only:
                     continue
                 if tb == DEAD and not keep_a_only:
@@ -692,6 +801,11 @@ class CodepointDFA:
                 continue
             if o.is_empty() or out.is_universal():
                 out = o
+                continue
+            ra, rb = _length_range(out), _length_range(o)
+            if ra is not None and rb is not None:  # minLength meets maxLength: no product needed
+                hi = ra[1] if rb[1] is None else rb[1] if ra[1] is None else min(ra[1], rb[1])
+                out = CodepointDFA._lengths(max(ra[0], rb[0]), hi, max_states)
                 continue
             out = out._product(o, lambda x, y: x and y, max_states)
         return out._within(max_states)
@@ -725,6 +839,8 @@ class CodepointDFA:
 
     def complement(self) -> CodepointDFA:
         """Σ* minus the language (Σ = scalar values)."""
+        if self.is_empty():  # the one value that is not trim (its state has the empty language)
+            return CodepointDFA.any_string()
         n = len(self._rows)
         sink = n
         rows: list[list[Edge]] = []
@@ -733,7 +849,11 @@ class CodepointDFA:
             rows.append(list(row) + [(lo, hi, sink) for lo, hi in complement(covered)])
         rows.append([(lo, hi, sink) for lo, hi in ALPHABET])
         finals = [s for s in range(n + 1) if s not in self._finals]
-        return canonical(rows, 0, finals)
+        # ``self`` is minimal, so is its completion (the sink is the one state with the empty
+        # language), and so is the complement of that (the same states, languages complemented); its
+        # trim part drops the one state whose complement is empty. So no Hopcroft pass is needed.
+        table, fin = _canonical_tables(rows, 0, finals, minimal=True)
+        return CodepointDFA(table, fin)
 
     # -- regular operations (Thompson + subset construction) -----------------------------------
     def concat(self, *others: CodepointDFA, max_states: int | None = None) -> CodepointDFA:
@@ -860,6 +980,11 @@ class CodepointDFA:
     # -- inspection -----------------------------------------------------------------------------
     @property
     def key(self) -> tuple[str, str]:
+        """A digest of the canonical table: equal keys, equal languages (computed once, when asked:
+        most intermediate automata of the Boolean algebra are never compared)."""
+        if self._key is None:
+            h = hashlib.sha256(repr((self._rows, sorted(self._finals))).encode())
+            self._key = ("cpdfa", h.hexdigest())
         return self._key
 
     @property
@@ -990,13 +1115,16 @@ class CodepointDFA:
 
     # -- value semantics ------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CodepointDFA) and self._key == other._key
+        # Canonical tables: equal languages have identical tables (what ``key`` digests).
+        return isinstance(other, CodepointDFA) and (
+            self is other or (self._finals == other._finals and self._rows == other._rows)
+        )
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return hash(self.key)
 
     def __repr__(self) -> str:
-        return f"CodepointDFA(states={self.size}, finals={len(self._finals)}, key={self._key[1][:12]})"
+        return f"CodepointDFA(states={self.size}, finals={len(self._finals)}, key={self.key[1][:12]})"
 
 
 def _det3(
@@ -1218,6 +1346,30 @@ def _byte_dfa_from_canonical(table: tuple[Row, ...], finals: frozenset[int]) -> 
         for lo, hi, t in row:
             arr[base + lo : base + hi + 1] = array("i", [t]) * (hi - lo + 1)
     return ByteDFA(arr, finals, n)
+
+
+def canonical_bytes(
+    rows: Sequence[Sequence[Edge]], start: int, finals: Iterable[int]
+) -> tuple[ByteDFA, tuple[Row, ...]] | None:
+    """The :class:`~refdecoder._lexeme.ByteDFA` of an automaton over bytes given as rows of
+    ``(lo, hi, target)`` edges (e.g. :func:`determinize`'s output), with its canonical rows; None when
+    its language is empty.
+
+    The same table as :meth:`ByteDFA.build <refdecoder._lexeme.ByteDFA.build>` (trim, minimal,
+    BFS-numbered, bytes ascending; ``tests/test_compile_scale.py`` checks this), by Hopcroft's
+    O(n log n) refinement (:func:`_canonical_tables`) instead of Moore's, whose rounds grow with the
+    automaton's depth (a chain ``a{0,n}b`` costs n rounds over n states)."""
+    table, fin = _canonical_tables(rows, start, finals)
+    if not fin:
+        return None
+    return _byte_dfa_from_canonical(table, fin), table
+
+
+def byte_literal(data: bytes) -> ByteDFA:
+    """``ByteDFA.literal(data)`` (a chain of ``len(data) + 1`` states, already trim, minimal and
+    BFS-numbered), without ``build``'s Moore rounds, one per byte."""
+    table: tuple[Row, ...] = (*(((b, b, i + 1),) for i, b in enumerate(data)), ())
+    return _byte_dfa_from_canonical(table, frozenset((len(data),)))
 
 
 @lru_cache(maxsize=128)

@@ -41,7 +41,7 @@ from ._xgrammar_reader import read_xgrammar
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import Gbnf, Limits
 
-__all__ = ["read_grammar", "parse_gbnf", "compile_gbnf_network"]
+__all__ = ["read_grammar", "parse_gbnf", "compile_gbnf_network", "compile_rules"]
 
 
 def read_grammar(text: str, limits: Limits, dialect: str = "llama.cpp") -> ParsedGrammar:
@@ -62,12 +62,19 @@ def parse_gbnf(text: str, limits: Limits | None = None, dialect: str = "llama.cp
 
 def compile_gbnf_network(spec: Gbnf, limits: Limits, *, merge_regular: bool = True) -> Network:
     """Compile a GBNF grammar. ``merge_regular=False`` keeps every construct structural (for tests)."""
-    rules, refs, lookaheads = read_grammar(spec.text, limits, spec.dialect)
-    if spec.root not in rules:
+    parsed = read_grammar(spec.text, limits, spec.dialect)
+    return compile_rules(parsed, spec.root, limits, merge_regular=merge_regular)
+
+
+def compile_rules(parsed: ParsedGrammar, root: str, limits: Limits, *, merge_regular: bool = True) -> Network:
+    """The pipeline after any reader (GBNF, xgrammar EBNF, Lark, structural tags): names resolved,
+    lookaheads proved, left recursion rewritten away, then the network built from ``root``."""
+    rules, refs, lookaheads = parsed
+    if root not in rules:
         raise SpecError(
-            f"root rule {spec.root!r} is not defined",
+            f"root rule {root!r} is not defined",
             "grammar",
-            f"a rule '{spec.root} ::= ...' (defined: {', '.join(sorted(rules)[:8]) or 'none'})",
+            f"a rule '{root} ::= ...' (defined: {', '.join(sorted(rules)[:8]) or 'none'})",
         )
     for ref, in_rule in refs:  # every reference, also those a '{0}' dropped (llama.cpp checks them)
         if ref.name not in rules:
@@ -76,10 +83,12 @@ def compile_gbnf_network(spec: Gbnf, limits: Limits, *, merge_regular: bool = Tr
                 f"line {ref.line} col {ref.col} (rule {in_rule})",
                 f"a definition '{ref.name} ::= ...'",
             )
-    check_lookaheads(rules, lookaheads, spec.root, limits)  # each one holds already, or a refusal
-    rules = remove_left_recursion(rules, limits)
-    _check_left_recursion(rules)  # a safety net: the rewrite leaves none
-    return build_network(rules, spec.root, limits, merge_regular=merge_regular)
+    check_lookaheads(rules, lookaheads, root, limits)  # each one holds already, or a refusal
+    rewritten = remove_left_recursion(rules, limits)
+    if rewritten is not rules:  # unchanged: its left-call graph was just found acyclic
+        _check_left_recursion(rewritten)  # a safety net: the rewrite leaves none
+    rules = rewritten
+    return build_network(rules, root, limits, merge_regular=merge_regular)
 
 
 def _check_left_recursion(rules: dict[str, Rule]) -> None:

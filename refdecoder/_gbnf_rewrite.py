@@ -56,7 +56,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._grammar_analysis import expr_nullable, left_call_graph, left_references, nullable_rules, sccs
-from ._grammar_ast import AltE, Chars, Expr, Lit, Ref, RepE, Rule, SeqE
+from ._grammar_ast import AltE, Chars, EmbedE, Expr, Lit, Ref, RepE, Rule, SeqE, SpecialE
 from ._limits import Deadline, Limits
 from .errors import Unsupported
 
@@ -126,7 +126,16 @@ class _Rewriter:
 
     def nonempty(self, e: Expr) -> Expr:
         """``ne(e)``: an expression for ``L(e) \\ {ε}`` whose left spine starts non-nullable."""
-        if isinstance(e, (Lit, Chars)):
+        if isinstance(e, (Lit, Chars, SpecialE)):
+            return e
+        if isinstance(e, EmbedE):
+            if e.nullable:  # L \ {ε} of an embedded network is not an expression of this tree
+                raise Unsupported(
+                    "gbnf-left-recursion",
+                    e.label,
+                    "a left-recursive rule starts with an embedded grammar that can be empty; "
+                    "rewrite it with repetition",
+                )
             return e
         if isinstance(e, Ref):
             name = self.nonempty_rule(e.name)

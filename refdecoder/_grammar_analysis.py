@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._grammar_ast import AltE, Chars, Expr, Lit, Ref, RepE, Rule, SeqE
+from ._grammar_ast import AltE, Chars, EmbedE, Expr, Lit, Ref, RepE, Rule, SeqE, SpecialE
 
 __all__ = [
     "expr_nullable",
@@ -31,8 +31,10 @@ def expr_nullable(e: Expr, rule_nullable: Callable[[str], bool]) -> bool:
     """Whether ``e`` derives the empty string, given which rules do (``rule_nullable``)."""
     if isinstance(e, Lit):
         return False  # literals are never empty (an empty literal is no symbol)
-    if isinstance(e, Chars):
+    if isinstance(e, (Chars, SpecialE)):
         return False
+    if isinstance(e, EmbedE):
+        return e.nullable
     if isinstance(e, Ref):
         return rule_nullable(e.name)
     if isinstance(e, SeqE):
@@ -74,14 +76,24 @@ def references(e: Expr, out: list[str]) -> None:
 
 
 def nullable_rules(rules: dict[str, Rule]) -> dict[str, bool]:
-    """Which rules derive the empty string (least fixpoint)."""
+    """Which rules derive the empty string (least fixpoint).
+
+    Every rule is evaluated once; after that only the users of the rules that turned nullable in the
+    last wave are evaluated again (each once per wave), so a chain of rules costs one evaluation per
+    rule, not one round over all rules per link."""
     null = dict.fromkeys(rules, False)
-    changed = True
-    while changed:
-        changed = False
-        for name, r in rules.items():
-            if not null[name] and expr_nullable(r.body, null.__getitem__):
-                null[name] = changed = True
+    users: dict[str, set[str]] = {}
+    for name, r in rules.items():
+        refs: list[str] = []
+        references(r.body, refs)
+        for w in refs:
+            users.setdefault(w, set()).add(name)
+    wave = [name for name, r in rules.items() if expr_nullable(r.body, null.__getitem__)]
+    while wave:
+        for name in wave:
+            null[name] = True
+        dirty = {u for name in wave for u in users.get(name, ()) if not null[u]}
+        wave = [u for u in dirty if expr_nullable(rules[u].body, null.__getitem__)]
     return null
 
 

@@ -1,8 +1,11 @@
-"""The syntax tree every grammar reader produces (llama.cpp GBNF, xgrammar's EBNF), over code points.
+"""The syntax tree every grammar reader produces (llama.cpp GBNF, xgrammar's EBNF, Lark, structural
+tags), over code points.
 
 A grammar is a dict of :class:`Rule` by name; a rule's body is an :data:`Expr`: a character class
 (:class:`Chars`), a string literal (:class:`Lit`), a rule reference (:class:`Ref`), a sequence
-(:class:`SeqE`), an alternation (:class:`AltE`) or a counted repetition (:class:`RepE`). A reader
+(:class:`SeqE`), an alternation (:class:`AltE`), a counted repetition (:class:`RepE`), one special
+token of a set (:class:`SpecialE`, read as its encoding, ``_special``) or a whole compiled network
+embedded as one symbol (:class:`EmbedE`: a JSON Schema inside a Lark grammar or a structural tag). A reader
 returns a :class:`ParsedGrammar` (the rules, every reference with the rule it occurs in, and the
 lookahead assertions by rule). The analysis (``_grammar_analysis``), the lookahead prover
 (``_grammar_lookahead``), the left-recursion rewrite (``_gbnf_rewrite``) and the builder
@@ -15,8 +18,22 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from . import _cpset
+from ._ir import Network, network_nullable
 
-__all__ = ["MAX_CODE_POINT", "Chars", "Lit", "Ref", "SeqE", "AltE", "RepE", "Expr", "Rule", "ParsedGrammar"]
+__all__ = [
+    "MAX_CODE_POINT",
+    "Chars",
+    "Lit",
+    "Ref",
+    "SeqE",
+    "AltE",
+    "RepE",
+    "SpecialE",
+    "EmbedE",
+    "Expr",
+    "Rule",
+    "ParsedGrammar",
+]
 
 #: The largest Unicode code point (``.`` and negated classes range up to it; surrogates are excluded).
 MAX_CODE_POINT = 0x10FFFF
@@ -80,8 +97,30 @@ class RepE:
     max: int | None
 
 
+@dataclass(frozen=True, eq=False)
+class SpecialE:
+    """One special token whose vocabulary id is in ``ids`` (never empty), as a terminal: it reads the
+    token's encoding (``_special.encode``), never its text."""
+
+    ids: frozenset[int]
+
+
+@dataclass(frozen=True, eq=False)
+class EmbedE:
+    """A compiled network read as one symbol (e.g. the JSON Schema of a Lark ``%json``); ``label``
+    says where it came from, for messages. It never refers back to the grammar's rules."""
+
+    network: Network
+    label: str
+
+    @property
+    def nullable(self) -> bool:
+        """The embedded language contains the empty string."""
+        return network_nullable(self.network)
+
+
 #: A grammar expression: the body of a rule, or a part of one.
-Expr = Chars | Lit | Ref | SeqE | AltE | RepE
+Expr = Chars | Lit | Ref | SeqE | AltE | RepE | SpecialE | EmbedE
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ their left recursion rewritten away (:func:`build_network`).
 **Regular merging.** A sub-expression without references to recursive rules denotes a regular
 language; it is compiled to *one* minimal :class:`~refdecoder._lexeme.ByteDFA` (Thompson's ε-NFA over
 the parts' DFAs and the subset construction, both ``_fsa``'s :class:`~refdecoder._fsa.Nfa` and
-:func:`~refdecoder._fsa.determinize` over byte intervals; Moore minimization in ``ByteDFA.build``) as long
+:func:`~refdecoder._fsa.determinize` over byte intervals; minimization in
+:func:`~refdecoder._fsa.canonical_bytes`, the table ``ByteDFA.build`` would give) as long
 as the subset construction stays under ``_MERGE_CAP`` states (or ``Limits.automaton_states``, if
 smaller). This is exact: a ``Lex`` node's language is all the parser uses, and
 ``L(Lex(A·B)) = L(Seq(Lex A, Lex B))``. It only shrinks the parser's stack sets, so the cap is a
@@ -14,19 +15,27 @@ tuning threshold, not a refusal. Anything larger, or recursive, becomes ``Seq`` 
 nodes (``Repeat`` counts natively, so ``x{0,100000}`` costs one node, never an expansion). A character
 class is its code point set's UTF-8 automaton (``CodepointDFA.to_utf8``).
 
+**Linear time.** A regular rule referenced more than once gets its own DFA, built once and embedded
+where it is used. A regular rule referenced once is *deferred* (``_Builder.decide``): its body is spliced
+into the one piece that uses it, and its own DFA is built only when a structural node needs it. Building
+each rule's DFA would cost quadratic time on a chain ``rN ::= "a" rN+1 | "b"`` (each DFA contains the
+next); Thompson's construction runs over a work list, so splicing may nest to any depth. A structural
+rule's node is its body's node itself, not a call of it.
+
 Refused: a network whose lexeme states plus nodes exceed ``Limits.automaton_states``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from ._fsa import CodepointDFA, Edge, Nfa, determinize
-from ._grammar_analysis import reference_graph, sccs
-from ._grammar_ast import AltE, Chars, Expr, Lit, Ref, RepE, Rule, SeqE
-from ._ir import Alt, GrammarBuilder, Lex, Network, Seq
+from ._fsa import CodepointDFA, Edge, Nfa, byte_literal, canonical_bytes, determinize
+from ._grammar_analysis import references, sccs
+from ._grammar_ast import AltE, Chars, EmbedE, Expr, Lit, Ref, RepE, Rule, SeqE, SpecialE
+from ._ir import Alt, GrammarBuilder, Lex, Network, Repeat, Seq
 from ._lexeme import ByteDFA
 from ._limits import Deadline, Limits
+from ._special import special_dfa
 from .errors import LimitExceeded, Unsupported
 
 __all__ = ["build_network"]
@@ -90,14 +99,22 @@ class _Regular:
     """Thompson NFAs over syntax-tree pieces whose leaves are byte DFAs; one subset construction per piece
     (``cap`` subset states at most: :class:`_TooBig` beyond)."""
 
-    def __init__(self, deadline: Deadline, cap: int, leaf: Callable[[Expr], RegValue]) -> None:
+    def __init__(
+        self,
+        deadline: Deadline,
+        cap: int,
+        leaf: Callable[[Expr], RegValue],
+        inline: Callable[[Ref], Expr | None] = lambda e: None,
+    ) -> None:
         self.cap = cap
         self.leaf = leaf  # the DFA (or EMPTY) of a Chars / Lit / regular Ref
+        self.inline = inline  # the body of a Ref to splice in (a rule without a DFA of its own), or None
         self.clock = _Clock(deadline)
-        self._rows: dict[object, tuple[list[list[Edge]], frozenset[int]]] = {}
+        self._rows: dict[object, tuple[Sequence[Sequence[Edge]], frozenset[int]]] = {}
         self._classes: dict[tuple[tuple[int, int], ...], RegValue] = {}
+        self._literals: dict[bytes, ByteDFA] = {}
 
-    def rows(self, d: ByteDFA) -> tuple[list[list[Edge]], frozenset[int]]:
+    def rows(self, d: ByteDFA) -> tuple[Sequence[Sequence[Edge]], frozenset[int]]:
         """``d``'s transitions as rows of byte-interval edges (runs of bytes with one target)."""
         got = self._rows.get(d.key)
         if got is None:
@@ -124,50 +141,67 @@ class _Regular:
         return got
 
     def frag(self, nfa: Nfa, e: Expr) -> tuple[int, int]:
-        """Thompson's construction (Thompson 1968): a fragment with one entry and one exit."""
-        if isinstance(e, Lit):
-            start = cur = nfa.state()
-            for byte in e.utf8():
-                nxt = nfa.state()
-                nfa.edge(cur, byte, byte, nxt)
-                cur = nxt
-            return start, cur
-        if isinstance(e, (Chars, Ref)):
-            v = self.leaf(e)
-            if isinstance(v, _Empty):
-                return nfa.state(), nfa.state()  # no path from entry to exit
-            return self.embed(nfa, v)
-        if isinstance(e, SeqE):
-            start = cur = nfa.state()
-            for item in e.items:
-                s, t = self.frag(nfa, item)
-                nfa.epsilon(cur, s)
-                cur = t
-            return start, cur
-        if isinstance(e, AltE):
-            start, end = nfa.state(), nfa.state()
-            for o in e.options:
-                s, t = self.frag(nfa, o)
-                nfa.epsilon(start, s)
-                nfa.epsilon(t, end)
-            return start, end
-        start = cur = nfa.state()
-        for _ in range(e.min):
-            s, t = self.frag(nfa, e.item)
-            nfa.epsilon(cur, s)
-            cur = t
-        end = nfa.state()
-        nfa.epsilon(cur, end)
-        if e.max is None:  # item* : loop back through one more copy
-            s, t = self.frag(nfa, e.item)
-            nfa.epsilon(cur, s)
-            nfa.epsilon(t, cur)
-        else:  # item (item (item)?)? ... : every further copy may stop
-            for _ in range(e.max - e.min):
-                s, t = self.frag(nfa, e.item)
-                nfa.epsilon(cur, s)
-                nfa.epsilon(t, end)
-                cur = t
+        """Thompson's construction (Thompson 1968): a fragment with one entry and one exit.
+
+        Iterative, over a work list of ``(piece, entry, exit)``, so that spliced rules (``inline``) may
+        nest to any depth. Invariant: a piece adds edges out of its entry, into its exit and among
+        states of its own only, never into its entry nor out of its exit (a loop returns to a state of
+        its own), so pieces may share entry and exit states (the options of an alternation, the last
+        item of a sequence and the sequence) and ε-chains stay short."""
+        start, end = nfa.state(), nfa.state()
+        work: list[tuple[Expr, int, int]] = [(e, start, end)]
+        while work:
+            e, s, t = work.pop()
+            if isinstance(e, Ref):
+                body = self.inline(e)
+                if body is not None:
+                    work.append((body, s, t))
+                    continue
+            if isinstance(e, Lit):
+                data = e.utf8()
+                cur = s
+                for byte in data[:-1]:
+                    nxt = nfa.state()
+                    nfa.edge(cur, byte, byte, nxt)
+                    cur = nxt
+                if data:
+                    nfa.edge(cur, data[-1], data[-1], t)
+                else:
+                    nfa.epsilon(s, t)
+            elif isinstance(e, (Chars, Ref, SpecialE)):
+                v = self.leaf(e)
+                if not isinstance(v, _Empty):  # EMPTY: no path from entry to exit
+                    a, b = self.embed(nfa, v)
+                    nfa.epsilon(s, a)
+                    nfa.epsilon(b, t)
+            elif isinstance(e, SeqE):
+                if not e.items:
+                    nfa.epsilon(s, t)
+                cur = s
+                for k, item in enumerate(e.items):
+                    nxt = t if k == len(e.items) - 1 else nfa.state()
+                    work.append((item, cur, nxt))
+                    cur = nxt
+            elif isinstance(e, AltE):
+                for o in e.options:
+                    work.append((o, s, t))
+            else:
+                assert isinstance(e, RepE)  # an EmbedE is never regular (``_regular``)
+                cur = nfa.state()
+                nfa.epsilon(s, cur)
+                for _ in range(e.min):
+                    nxt = nfa.state()
+                    work.append((e.item, cur, nxt))
+                    cur = nxt
+                nfa.epsilon(cur, t)
+                if e.max is None:  # item* : loop back through one more copy
+                    work.append((e.item, cur, cur))
+                else:  # item (item (item)?)? ... : every further copy may stop
+                    for _ in range(e.max - e.min):
+                        nxt = nfa.state()
+                        work.append((e.item, cur, nxt))
+                        nfa.epsilon(nxt, t)
+                        cur = nxt
         return start, end
 
     def dfa(self, e: Expr) -> RegValue:
@@ -176,7 +210,8 @@ class _Regular:
         The ε-NFA and the subset construction are ``_fsa``'s (:class:`~refdecoder._fsa.Nfa` over byte
         intervals, :func:`~refdecoder._fsa.determinize`), metered by the compile clock; past ``cap``
         subset states (or ``Limits.nfa_states`` NFA states) the piece is left structural: exact either
-        way. ``ByteDFA.build`` then minimizes."""
+        way. :func:`~refdecoder._fsa.canonical_bytes` then minimizes (its canonical rows, the same
+        runs of bytes as :meth:`rows`, are kept for embedding the DFA in larger pieces)."""
         try:
             nfa = Nfa(meter=self.clock)
             s, t = self.frag(nfa, e)
@@ -185,10 +220,19 @@ class _Regular:
             if exc.limit not in ("dfa_states", "nfa_states"):
                 raise
             raise _TooBig from None
-        table = {i: {b: j for lo, hi, j in row for b in range(lo, hi + 1)} for i, row in enumerate(rows)}
-        if not finals or ByteDFA.is_empty_language(table, 0, finals):
+        got = canonical_bytes(rows, 0, finals)
+        if got is None:
             return EMPTY
-        return ByteDFA.build(table, 0, finals)
+        d, table = got
+        self._rows.setdefault(d.key, (table, d.finals))
+        return d
+
+    def literal(self, data: bytes) -> ByteDFA:
+        """``ByteDFA.literal(data)``, memoized (literals recur across rules)."""
+        got = self._literals.get(data)
+        if got is None:
+            got = self._literals[data] = byte_literal(data)
+        return got
 
 
 class _Builder:
@@ -200,13 +244,15 @@ class _Builder:
         self.limits = limits
         self.merge = merge
         self.deadline = Deadline(limits.compile_seconds)
-        self.reg = _Regular(self.deadline, min(_MERGE_CAP, limits.automaton_states), self.leaf)
+        self.reg = _Regular(self.deadline, min(_MERGE_CAP, limits.automaton_states), self.leaf, self.inline)
         self.builder = GrammarBuilder()
         self.rule_value: dict[str, object] = {}  # RegValue, or _NOT_REGULAR
+        self.deferred: set[str] = set()  # regular rules used once, not decided yet (see ``compile``)
         self.rule_nodes: dict[str, int] = {}
         self.pending: list[str] = []
         self._reg_memo: dict[int, object] = {}
         self._size_memo: dict[int, int] = {}
+        self._too_big: set[int] = set()  # pieces whose subset construction ran past the cap
         self._node_memo: dict[int, int] = {}
         self._unproductive: int | None = None
 
@@ -215,11 +261,51 @@ class _Builder:
         if isinstance(e, Chars):
             return self.reg.chars(e)
         if isinstance(e, Lit):
-            return ByteDFA.literal(e.utf8())
+            return self.reg.literal(e.utf8())
+        if isinstance(e, SpecialE):
+            return special_dfa(e.ids)
         assert isinstance(e, Ref)
         v = self.rule_value[e.name]
+        if v is _NOT_REGULAR:  # a deferred rule decided since the estimate: leave the piece structural
+            raise _TooBig
         assert isinstance(v, (ByteDFA, _Empty))
         return v
+
+    def inline(self, e: Ref) -> Expr | None:
+        """The body to splice into a piece for a reference to a deferred rule (else None: a leaf)."""
+        return self.rules[e.name].body if e.name in self.deferred else None
+
+    def value_of(self, name: str) -> object:
+        """The rule's value (a DFA, EMPTY or ``_NOT_REGULAR``), deciding a deferred rule now."""
+        if name in self.deferred:
+            self.decide(name)
+        return self.rule_value[name]
+
+    def decide(self, name: str) -> None:
+        """Build a deferred rule's DFA (its deferred references spliced in). When the subset construction
+        runs past the cap, the deferred rules spliced in whose pieces are more than half as large are
+        left structural as well, without trying each one: on a chain of rules each would fail the
+        same way, one rule after another, for a quadratic cost. Exact either way (merging is tuning)."""
+        self.deferred.remove(name)
+        body = self.rules[name].body
+        v = self.rule_value[name] = self.regular(body)
+        if v is not _NOT_REGULAR or id(body) not in self._too_big:
+            return
+        half = self.size(body) // 2
+        stack = [body]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Ref):
+                if e.name in self.deferred and self.size(self.rules[e.name].body) > half:
+                    self.deferred.remove(e.name)
+                    self.rule_value[e.name] = _NOT_REGULAR
+                    stack.append(self.rules[e.name].body)
+            elif isinstance(e, SeqE):
+                stack.extend(e.items)
+            elif isinstance(e, AltE):
+                stack.extend(e.options)
+            elif isinstance(e, RepE):
+                stack.append(e.item)
 
     def size(self, e: Expr) -> int:
         """An upper bound on the Thompson NFA's states; ``_HUGE`` when ``e`` is not regular."""
@@ -231,7 +317,13 @@ class _Builder:
     def _size(self, e: Expr) -> int:
         if isinstance(e, Lit):
             return len(e.utf8()) + 1
-        if isinstance(e, Chars) or (isinstance(e, Ref) and self.rule_value[e.name] is not _NOT_REGULAR):
+        if isinstance(e, EmbedE):
+            return _HUGE  # a network, not an automaton
+        if isinstance(e, Ref) and e.name in self.deferred:
+            return self.size(self.rules[e.name].body)  # spliced in
+        if isinstance(e, (Chars, SpecialE)) or (
+            isinstance(e, Ref) and self.rule_value[e.name] is not _NOT_REGULAR
+        ):
             v = self.leaf(e)
             return v.num_states + 1 if isinstance(v, ByteDFA) else 2
         if isinstance(e, Ref):
@@ -251,15 +343,18 @@ class _Builder:
         return got
 
     def _regular(self, e: Expr) -> object:
-        if isinstance(e, (Chars, Lit)):
+        if isinstance(e, (Chars, Lit, SpecialE)):
             return self.leaf(e)
+        if isinstance(e, EmbedE):
+            return _NOT_REGULAR
         if isinstance(e, Ref):
-            return self.rule_value[e.name]
+            return self.value_of(e.name)
         if not self.merge or self.size(e) > 4 * self.reg.cap:
             return _NOT_REGULAR
         try:
             return self.reg.dfa(e)
         except _TooBig:
+            self._too_big.add(id(e))
             return _NOT_REGULAR
 
     # -- nodes
@@ -285,8 +380,16 @@ class _Builder:
         if v is not _NOT_REGULAR:
             return self.value_node(v)
         b = self.builder
+        if isinstance(e, EmbedE):
+            return b.embed(e.network)
         if isinstance(e, Ref):
             return self.rule_node(e.name)
+        assert isinstance(e, (SeqE, AltE, RepE))  # leaves (classes, literals, specials) are regular
+        n = self.structure(e)
+        return n if isinstance(n, int) else b.add(n)
+
+    def structure(self, e: SeqE | AltE | RepE) -> int | Seq | Alt | Repeat:
+        """The structural node of ``e`` (not yet added), or the id it reduces to (one item or option)."""
         if isinstance(e, SeqE):
             items: list[int] = []
             run: list[Expr] = []
@@ -298,27 +401,46 @@ class _Builder:
                     run = []
                     items.append(self.node(item))
             items.extend(self.merged_runs(run, SeqE))
-            return b.seq(items)
+            return items[0] if len(items) == 1 else Seq(tuple(items))
         if isinstance(e, AltE):
-            options = self.merged_runs([o for o in e.options if self.size(o) < _HUGE], AltE)
-            options += [self.node(o) for o in e.options if self.size(o) >= _HUGE]
-            return b.alt(options) if options else self.unproductive()
+            small = [self.size(o) < _HUGE for o in e.options]
+            options = self.merged_runs([o for o, s in zip(e.options, small) if s], AltE)
+            options += [self.node(o) for o, s in zip(e.options, small) if not s]
+            opts = tuple(dict.fromkeys(options))
+            if not opts:
+                return self.unproductive()
+            return opts[0] if len(opts) == 1 else Alt(opts)
         assert isinstance(e, RepE)
-        return b.repeat(self.node(e.item), e.min, e.max)
+        return Repeat(self.node(e.item), e.min, e.max)
+
+    def define_rule(self, name: str) -> None:
+        """Define a structural rule's reserved node as its body's node itself (one node fewer per rule
+        than a call of it), or as a call when the body reduces to another node."""
+        body = self.rules[name].body
+        nid = self.rule_nodes[name]
+        if isinstance(body, (SeqE, AltE, RepE)) and self.regular(body) is _NOT_REGULAR:
+            n = self.structure(body)
+            if not isinstance(n, int):
+                self.builder.define(nid, n)
+                return
+            self.builder.define(nid, _call(n))
+            return
+        self.builder.define(nid, _call(self.node(body)))
 
     def merged_runs(self, run: list[Expr], kind: Callable[[tuple[Expr, ...]], Expr]) -> list[int]:
         """Nodes for consecutive regular pieces, combined (by ``SeqE`` or ``AltE``) into as few DFAs as
         fit under the cap: batches by size estimate, halved while a batch's DFA is still too big."""
-        if not self.merge:
+        if not self.merge or len(run) <= 1:
             return [self.node(e) for e in run]
         batches: list[list[Expr]] = []
         size = 0
         for e in run:
-            if not batches or size + self.size(e) > 4 * self.reg.cap:
+            k = self.size(e)
+            if not batches or size + k > 4 * self.reg.cap:
                 batches.append([])
                 size = 0
             batches[-1].append(e)
-            size += self.size(e)
+            size += k
         out: list[int] = []
         while batches:
             batch = batches.pop(0)
@@ -337,7 +459,7 @@ class _Builder:
     def rule_node(self, name: str) -> int:
         nid = self.rule_nodes.get(name)
         if nid is None:
-            v = self.rule_value[name]
+            v = self.value_of(name)
             if v is not _NOT_REGULAR:
                 nid = self.value_node(v)
             else:
@@ -349,28 +471,41 @@ class _Builder:
     # -- driver
     def compile(self, root: str) -> Network:
         rules = self.rules
-        graph = reference_graph(rules)
+        graph: dict[str, list[str]] = {}  # the reference graph of the rules the root reaches
+        uses: dict[str, int] = {}  # references to each rule from those (with repeats)
         reachable = [root]
         seen = {root}
         for name in reachable:
+            refs: list[str] = []
+            references(rules[name].body, refs)
+            for w in refs:
+                uses[w] = uses.get(w, 0) + 1
+            graph[name] = list(dict.fromkeys(refs))
             for w in graph[name]:
                 if w not in seen:
                     seen.add(w)
                     reachable.append(w)
+        # Dependencies first. A regular rule used once is *deferred*: its body is spliced into the one
+        # piece that uses it, and its own DFA is built only if a structural node needs it (``decide``).
+        # Building every rule's DFA would cost quadratic time on a chain ``rN ::= "a" rN+1 | "b"``, each
+        # DFA containing the next.
         for comp in sccs(reachable, graph):
             self.deadline.check("gbnf rules")
             recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
             for name in comp:
-                if recursive or any(self.rule_value[w] is _NOT_REGULAR for w in graph[name]):
+                body = rules[name].body
+                if recursive or any(self.rule_value.get(w) is _NOT_REGULAR for w in graph[name]):
                     self.rule_value[name] = _NOT_REGULAR
+                elif self.merge and uses.get(name, 0) <= 1:
+                    self.deferred.add(name)
+                    self.size(body)  # memoized bottom-up, so estimates never recurse through rules
                 else:
-                    self.rule_value[name] = self.regular(rules[name].body)
+                    self.rule_value[name] = self.regular(body)
         root_node = self.rule_node(root)
         while self.pending:
             self.deadline.check("gbnf rules")
             name = self.pending.pop()
-            body = self.node(rules[name].body)
-            self.builder.define(self.rule_nodes[name], _call(body))
+            self.define_rule(name)
         try:
             network = self.builder.finish(root_node)
         except Unsupported as e:  # the AST check refuses first; this is a safety net

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from . import _cpset
 from ._grammar_analysis import references
-from ._grammar_ast import AltE, Chars, Expr, Lit, Ref, RepE, Rule, SeqE
+from ._grammar_ast import AltE, Chars, EmbedE, Expr, Lit, Ref, RepE, Rule, SeqE, SpecialE
 from ._limits import Limits
 from .errors import Unsupported
 
@@ -55,6 +55,8 @@ def _same(a: Expr, b: Expr) -> bool:
         return a.cps == b.cps
     if isinstance(a, Ref) and isinstance(b, Ref):
         return a.name == b.name
+    if isinstance(a, SpecialE) and isinstance(b, SpecialE):
+        return a.ids == b.ids
     if isinstance(a, SeqE) and isinstance(b, SeqE):
         return len(a.items) == len(b.items) and all(map(_same, a.items, b.items))
     if isinstance(a, AltE) and isinstance(b, AltE):
@@ -72,8 +74,12 @@ def _shape(e: Expr) -> object:
         return ("lit", e.cps)
     if isinstance(e, Ref):
         return ("ref", e.name)
+    if isinstance(e, SpecialE):
+        return ("special", tuple(sorted(e.ids)))
     if isinstance(e, SeqE):
         return ("seq", tuple(map(_shape, e.items)))
+    if not isinstance(e, (AltE, RepE)):  # an embedded network: equal only to itself
+        return ("embed", id(e))
     if isinstance(e, AltE):
         return ("alt", tuple(map(_shape, e.options)))
     return ("rep", e.min, e.max, _shape(e.item))
@@ -184,6 +190,8 @@ class _LookaheadProof:
             return once and (head.min > 0 or self.consistent(rest, la))
         # a terminal against la's first piece
         first, la_rest = la[0], la[1:]
+        if not isinstance(head, (Chars, Lit)) or isinstance(first, (SpecialE, EmbedE)):
+            return False  # a special token or an embedded grammar: no proof (a refusal, never wrong)
         if isinstance(first, Chars):
             if isinstance(head, Chars):
                 return _within(head, first) and self.consistent(rest, la_rest)
@@ -239,6 +247,8 @@ def check_lookaheads(rules: dict[str, Rule], lookaheads: dict[str, Expr], root: 
     """Return when every lookahead assertion of a rule the root reaches is implied by the grammar (the
     language is then the one without them); ``Unsupported("lookahead", rule, why)`` otherwise, also when
     the proof runs out of its ``limits.lookahead_steps`` steps."""
+    if not lookaheads:
+        return  # nothing to prove (and no use table to build over a large grammar)
     proof = _LookaheadProof(rules, root, limits.lookahead_steps)
     for rule, la in lookaheads.items():
         proof.check(rule, la)

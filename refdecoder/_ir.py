@@ -56,6 +56,7 @@ __all__ = [
     "GrammarBuilder",
     "Network",
     "receives",
+    "network_nullable",
 ]
 
 CALL = 0
@@ -201,6 +202,21 @@ class GrammarBuilder:
     def repeat(self, item: int, lo: int, hi: int | None) -> int:
         return self.add(Repeat(item, lo, hi))
 
+    def embed(self, network: Network) -> int:
+        """Copy a finished network's nodes into this builder (ids shifted) and return its root's new
+        id; an empty network becomes an unproductive node. Custom nodes are re-targeted with their
+        ``remap`` (children ids through a function)."""
+        if network.empty:
+            return self.add(Alt(()))
+        offset = len(self._nodes)
+
+        def shift(i: int) -> int:
+            return i + offset
+
+        for n in network.nodes:
+            self._nodes.append(_remap(n, shift))
+        return shift(network.root)
+
     def node(self, node_id: int) -> Node:
         n = self._nodes[node_id]
         if n is None:
@@ -210,8 +226,9 @@ class GrammarBuilder:
     # -- static analysis ----------------------------------------------------------------------
     def finish(self, root: int) -> Network:
         nodes: list[Node] = [self.node(i) for i in range(len(self._nodes))]
-        nullable = _fixpoint(nodes, _nullable_rule)
-        productive = _fixpoint(nodes, _productive_rule)
+        reverse = _reverse(nodes)
+        nullable = _fixpoint(nodes, _nullable_rule, reverse)
+        productive = _fixpoint(nodes, _productive_rule, reverse)
         _check_left_recursion(nodes, nullable)
 
         def is_prod(i: int) -> bool:
@@ -230,6 +247,34 @@ class GrammarBuilder:
                 assert isinstance(n, CustomNode)
                 pruned.append(n.prune(is_prod))
         return Network(tuple(pruned), root, not productive[root])
+
+
+def _remap(n: Node, f: Callable[[int], int]) -> Node:
+    """``n`` with every child id ``i`` replaced by ``f(i)``."""
+    if isinstance(n, Lex):
+        return n
+    if isinstance(n, Seq):
+        return Seq(tuple(map(f, n.items)))
+    if isinstance(n, Alt):
+        return Alt(tuple(map(f, n.options)))
+    if isinstance(n, Repeat):
+        return Repeat(f(n.item), n.min, n.max)
+    remap = getattr(n, "remap", None)
+    if remap is None:
+        raise Unsupported(
+            "embedding",
+            type(n).__name__,
+            "this structured node cannot be copied into another grammar (it has no remap)",
+        )
+    out: Node = remap(f)
+    return out
+
+
+def network_nullable(network: Network) -> bool:
+    """The network's language contains the empty string."""
+    if network.empty:
+        return False
+    return _fixpoint(list(network.nodes), _nullable_rule)[network.root]
 
 
 def _children(n: Node) -> tuple[int, ...]:
@@ -268,16 +313,54 @@ def _productive_rule(n: Node, known: list[bool]) -> bool:
     return n.productive(lambda i: known[i])
 
 
-def _fixpoint(nodes: list[Node], rule: Callable[[Node, list[bool]], bool]) -> list[bool]:
-    """Least fixpoint of a monotone boolean property (nullable / productive), by iteration."""
+def _reverse(nodes: list[Node]) -> tuple[list[list[int]], list[int]]:
+    """Each node's parents (nodes that call it, once each) and each ``Seq``'s number of distinct items."""
+    parents: list[list[int]] = [[] for _ in nodes]
+    counts = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        kids = set(_children(node))
+        for c in kids:
+            parents[c].append(i)
+        if isinstance(node, Seq):
+            counts[i] = len(kids)
+    return parents, counts
+
+
+def _fixpoint(
+    nodes: list[Node],
+    rule: Callable[[Node, list[bool]], bool],
+    reverse: tuple[list[list[int]], list[int]] | None = None,
+) -> list[bool]:
+    """Least fixpoint of a monotone boolean property (nullable / productive) whose value at a node
+    depends only on its children's (``rule``; on a ``Seq``, "all items").
+
+    A worklist over reverse edges, as in Dowling & Gallier's linear-time Horn satisfiability (1984):
+    every node is evaluated once, then again only when a child turns true; a ``Seq`` keeps a count of
+    its distinct items not yet true and is evaluated when it reaches zero. O(nodes + edges) calls for
+    the built-in nodes, where iterating the rule over all nodes until nothing changes took one round
+    per level of a chain (quadratic). ``tests/test_compile_scale.py`` checks it against that iteration.
+    """
+    parents, counts = reverse if reverse is not None else _reverse(nodes)
     known = [False] * len(nodes)
-    changed = True
-    while changed:
-        changed = False
-        for i, n in enumerate(nodes):
-            if not known[i] and rule(n, known):
-                known[i] = True
-                changed = True
+    waiting = list(counts)  # a Seq's distinct items not yet known
+    queue: list[int] = []
+    for i, node in enumerate(nodes):
+        if not known[i] and rule(node, known):
+            known[i] = True
+            queue.append(i)
+    while queue:
+        c = queue.pop()
+        for p in parents[c]:
+            if known[p]:
+                continue
+            node = nodes[p]
+            if isinstance(node, Seq):
+                waiting[p] -= 1
+                if waiting[p]:
+                    continue
+            if rule(node, known):
+                known[p] = True
+                queue.append(p)
     return known
 
 

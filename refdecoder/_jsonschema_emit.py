@@ -94,6 +94,22 @@ class ObjectNode:
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbrace,)
 
+    def remap(self, f: Callable[[int], int]) -> ObjectNode:
+        """This node with child ids through ``f`` (``GrammarBuilder.embed``); ``live*`` sets index
+        members and regions, not nodes, so they carry over."""
+        return replace(
+            self,
+            lbrace=f(self.lbrace),
+            close_first=f(self.close_first),
+            close_after=f(self.close_after),
+            comma=f(self.comma),
+            members=tuple(map(f, self.members)),
+            regions=tuple((f(key), f(rest), n) for key, rest, n in self.regions),
+            member_variants=tuple((i, f(node), met) for i, node, met in self.member_variants),
+            region_variants=tuple((r, f(node), met) for r, node, met in self.region_variants),
+            _memo={},
+        )
+
     def prune(self, is_productive: Callable[[int], bool]) -> ObjectNode:
         return replace(
             self,
@@ -366,6 +382,20 @@ class ArrayNode:
 
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbracket,)
+
+    def remap(self, f: Callable[[int], int]) -> ArrayNode:
+        """This node with child ids through ``f`` (``GrammarBuilder.embed``)."""
+        return replace(
+            self,
+            lbracket=f(self.lbracket),
+            close_first=f(self.close_first),
+            close_after=f(self.close_after),
+            comma=f(self.comma),
+            plain=tuple(map(f, self.plain)),
+            choices=tuple(tuple((f(node), inc) for node, inc in position) for position in self.choices),
+            live=None if self.live is None else frozenset(map(f, self.live)),
+            _memo={},
+        )
 
     def prune(self, is_productive: Callable[[int], bool]) -> ArrayNode:
         return replace(self, live=frozenset(m for m in self.children() if is_productive(m)), _memo={})

@@ -128,6 +128,11 @@ class ByteDFA:
     def byte_set(cls, allowed: Iterable[int]) -> ByteDFA:
         return cls.build({0: dict.fromkeys(allowed, 1)}, 0, [1])
 
+    def reads_byte(self, byte: int) -> bool:
+        """Some state has a transition on ``byte``."""
+        table = self._table
+        return any(table[q * 256 + byte] != DEAD for q in range(self._nstates))
+
     # -- the Lexeme protocol --------------------------------------------------------------------
     @property
     def key(self) -> Hashable:

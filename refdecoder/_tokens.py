@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 The definition is per token: token ``t`` is allowed in state ``s`` iff ``grammar.advance(s, bytes(t))``
 is a state (a viable prefix), EOS ids iff ``s`` is accepting; special ids and tokens whose bytes are
-empty never. :meth:`TokenGrammar.mask_bruteforce` computes exactly that, one token at a time; every
+empty never — except in a grammar that names special tokens (``_special``), where every special id that
+is not EOS reads its encoding and ordinary tokens with a raw 0xFF byte are never allowed
+(:class:`SpecialView`). :meth:`TokenGrammar.mask_bruteforce` computes exactly that, one token at a time; every
 faster path below is checked against it by property tests (``tests/test_masks.py``).
 
 1. **Trie walk** (the real path). The text tokens of a vocabulary form a byte trie, stored once per
@@ -53,11 +55,15 @@ import numpy as np
 from ._ir import Lex
 from ._lexeme import ByteDFA
 from ._parser import State
+from ._special import MARK
+from ._special import encode as encode_special
 from .errors import StateError
 from .grammar import Grammar
 
 __all__ = [
     "VocabularyLike",
+    "SpecialView",
+    "special_view",
     "TokenTrie",
     "token_trie",
     "TokenGrammar",
@@ -87,6 +93,37 @@ class VocabularyLike(Protocol):
     def special_ids(self) -> Iterable[int]: ...
 
     def __len__(self) -> int: ...
+
+
+class SpecialView:
+    """A vocabulary as a grammar that names special tokens reads it (``_special``): each special id
+    that is not EOS is its encoding (``MARK id END``), so it is allowed exactly where the grammar
+    names it; an ordinary token holding a raw 0xFF byte is never text (0xFF only starts an encoding,
+    and one text token is never a special token). EOS ids keep their meaning: EOS, allowed iff the
+    state is accepting."""
+
+    def __init__(self, vocabulary: VocabularyLike) -> None:
+        eos = frozenset(vocabulary.eos_ids)
+        specials = frozenset(vocabulary.special_ids) - eos
+        raw = vocabulary.token_bytes
+        self.eos_ids = eos
+        self.token_bytes: tuple[bytes | None, ...] = tuple(
+            encode_special(i) if i in specials else None if b is not None and MARK in b else b
+            for i, b in enumerate(raw)
+        )
+        # ordinary tokens holding a raw 0xFF: never text in such a grammar
+        self.special_ids = frozenset(i for i, b in enumerate(raw) if i not in specials and b and MARK in b)
+        base = getattr(vocabulary, "fingerprint", None) or vocabulary_key(vocabulary)
+        self.fingerprint = hashlib.sha256(f"special-view:{base}".encode()).hexdigest()
+        self.special_names: tuple[tuple[int, str], ...] = tuple(getattr(vocabulary, "special_names", ()))
+
+    def __len__(self) -> int:
+        return len(self.token_bytes)
+
+
+def special_view(vocabulary: VocabularyLike) -> VocabularyLike:
+    """The vocabulary a grammar that reads special tokens sees (:class:`SpecialView`)."""
+    return vocabulary if isinstance(vocabulary, SpecialView) else SpecialView(vocabulary)
 
 
 class Terminated(State):
@@ -438,14 +475,17 @@ class TokenGrammar:
     ) -> None:
         self.grammar = grammar
         self.vocabulary = vocabulary
-        self.trie = token_trie(vocabulary)
+        # what the grammar reads: special tokens as their encodings when it names any (``_special``)
+        self.reads_special_tokens = grammar.reads_special_tokens
+        lifted = special_view(vocabulary) if self.reads_special_tokens else vocabulary
+        self.trie = token_trie(lifted)
         self.vocab_size = self.trie.vocab_size
         self.num_words = self.trie.num_words
         self.eos_ids = self.trie.eos_ids
         self.use_lexeme_tables = lexeme_tables
         self.cache_bytes = cache_bytes
         self.max_interned_states = max_interned_states
-        self._token_bytes: tuple[bytes | None, ...] = tuple(vocabulary.token_bytes)
+        self._token_bytes: tuple[bytes | None, ...] = tuple(lifted.token_bytes)
         self._text_ids = self.trie.text_ids
         self._zero = np.zeros(self.num_words, dtype=np.int32)
         self._zero.flags.writeable = False
@@ -508,6 +548,8 @@ class TokenGrammar:
             return None, "EOS in a state that is not accepting", None
         if token_id not in self._text_ids:
             if token_id in self.trie.special_ids:
+                if self.reads_special_tokens:
+                    return None, "a raw 0xFF byte: it only marks special tokens, and this token is text", None
                 return None, "special token is never text", None
             return None, "token has empty bytes", None
         self._maybe_reset()

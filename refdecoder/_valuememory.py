@@ -683,6 +683,18 @@ class UniqueArrayNode:
     def left_calls(self, is_nullable: Callable[[int], bool]) -> tuple[int, ...]:
         return (self.lbracket,)
 
+    def remap(self, f: Callable[[int], int]) -> UniqueArrayNode:
+        """This node with child ids through ``f`` (``GrammarBuilder.embed``)."""
+        return replace(
+            self,
+            lbracket=f(self.lbracket),
+            close_first=f(self.close_first),
+            close_after=f(self.close_after),
+            comma=f(self.comma),
+            items=tuple(map(f, self.items)),
+            _memo={},
+        )
+
     def prune(self, is_productive: Callable[[int], bool]) -> UniqueArrayNode:
         return replace(self, _memo={})  # every child is a lexeme or a literal sequence: productive
 

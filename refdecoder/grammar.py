@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
 from ._complete import Completer
-from ._ir import Network
+from ._ir import Lex, Network
+from ._lexeme import ByteDFA
 from ._limits import Deadline, Limits
 from ._parser import Parser, State
+from ._special import MARK
 from .errors import SpecError
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "Regex",
     "Gbnf",
     "Choice",
+    "Lark",
+    "StructuralTag",
     "Spec",
     "Grammar",
     "State",
@@ -111,7 +115,10 @@ class JsonSchema:
     resources: Mapping[str, Any] = field(default_factory=dict)
 
     def canonical(self) -> str:
-        return "json-schema:" + _canon_json([self.schema, self.profile.as_dict(), dict(self.resources)])
+        # Under ``property_order="schema"`` the order of ``properties`` is part of the language, so
+        # the canonical form keeps the schema's key order (sorted keys would make two languages one).
+        keep = self.profile.property_order == "schema"
+        return "json-schema:" + _canon_json([self.schema, self.profile.as_dict(), dict(self.resources)], keep)
 
 
 @dataclass(frozen=True)
@@ -156,12 +163,87 @@ class Choice:
         return "choice:" + json.dumps(sorted(set(self.options)))
 
 
-Spec = Union[JsonSchema, Regex, Gbnf, Choice]
+#: A special-token name table: a mapping name -> vocabulary id, kept as sorted pairs once in a spec.
+SpecialTokens = Union[Mapping[str, int], tuple[tuple[str, int], ...]]
 
 
-def _canon_json(value: Any) -> str:
+def _name_table(table: Any, what: str) -> tuple[tuple[str, int], ...]:
+    """A special-token name table (``{"<|tool_call|>": 151657}``) as sorted pairs, checked."""
+    items = table.items() if isinstance(table, Mapping) else table
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        pairs = [(name, token_id) for name, token_id in items]
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"bad {what}.special_tokens", repr(table)[:80], "a mapping name -> token id") from e
+    for name, token_id in pairs:
+        if (
+            not isinstance(name, str)
+            or not name
+            or isinstance(token_id, bool)
+            or not isinstance(token_id, int)
+        ):
+            raise SpecError(
+                f"bad {what}.special_tokens entry", repr((name, token_id))[:80], "a name -> int id"
+            )
+        if token_id < 0:
+            raise SpecError(f"bad {what}.special_tokens entry", repr((name, token_id)), "a non-negative id")
+    if len({n for n, _ in pairs}) != len(pairs):
+        raise SpecError(f"bad {what}.special_tokens", "names", "each name once")
+    return tuple(sorted(pairs))
+
+
+#: The Lark dialects ``Lark.dialect`` reads (``refdecoder._lark``): llguidance's.
+LARK_DIALECTS = ("llguidance",)
+
+
+@dataclass(frozen=True)
+class Lark:
+    """A Lark grammar (llguidance's dialect, docs/design.md §2 "Lark"). ``special_tokens`` names the
+    vocabulary ids of the special tokens the grammar writes as ``<|name|>`` (``<[id]>`` needs none);
+    it is part of the spec's value, as the tokenizer is part of an llguidance grammar."""
+
+    text: str
+    special_tokens: SpecialTokens = ()
+    dialect: str = "llguidance"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise SpecError("bad Lark.text", type(self.text).__name__, "grammar text (str)")
+        if self.dialect not in LARK_DIALECTS:
+            raise SpecError("bad Lark.dialect", repr(self.dialect), f"one of {LARK_DIALECTS}")
+        object.__setattr__(self, "special_tokens", _name_table(self.special_tokens, "Lark"))
+
+    def canonical(self) -> str:
+        return "lark:" + json.dumps([self.text, list(map(list, self.special_tokens)), self.dialect])
+
+
+@dataclass(frozen=True, eq=False)
+class StructuralTag:
+    """An xgrammar structural tag in its documented JSON form (``{"type": "structural_tag",
+    "format": {...}}``, or the bare format), read by the reference's own reader
+    (``refdecoder._structural_tag``; it never imports xgrammar). ``special_tokens`` as for :class:`Lark`."""
+
+    tag: dict[str, Any]
+    special_tokens: SpecialTokens = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tag, dict):
+            raise SpecError("bad StructuralTag.tag", type(self.tag).__name__, "a JSON object (dict)")
+        object.__setattr__(self, "special_tokens", _name_table(self.special_tokens, "StructuralTag"))
+
+    def canonical(self) -> str:
+        # its json_schema formats read properties in schema order: key order is part of the language
+        return "structural-tag:" + _canon_json([self.tag, list(map(list, self.special_tokens))], True)
+
+
+Spec = Union[JsonSchema, Regex, Gbnf, Choice, Lark, StructuralTag]
+
+
+def _canon_json(value: Any, keep_order: bool = False) -> str:
+    """One text per JSON value: keys sorted, unless their order is part of the language."""
+    try:
+        return json.dumps(
+            value, sort_keys=not keep_order, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
     except (TypeError, ValueError) as e:
         raise SpecError("spec is not JSON", "/", f"JSON-serializable values ({e})") from e
 
@@ -182,10 +264,23 @@ class Grammar:
         self._memo: OrderedDict[tuple[State, int], State | None] = OrderedDict()
         self._memo_size = memo_size
         self._completer: Completer | None = None
+        self._reads_special: bool | None = None
 
     @property
     def network(self) -> Network:
         return self._parser.network
+
+    @property
+    def reads_special_tokens(self) -> bool:
+        """Some lexeme reads the special-token marker (``_special.MARK``): the grammar names special
+        tokens, and a vocabulary lifts it with their encodings (``_tokens.special_view``). Text lexemes
+        read UTF-8 only, so only a special-token terminal has such an edge."""
+        if self._reads_special is None:
+            self._reads_special = any(
+                isinstance(n, Lex) and isinstance(n.lexeme, ByteDFA) and n.lexeme.reads_byte(MARK)
+                for n in self.network.nodes
+            )
+        return self._reads_special
 
     def initial(self) -> State:
         return self._parser.initial()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import refdecoder
 from maskcert.cli import main
 from maskcert.explain import keyword_decisions
 from maskcert.json_profiles import ProfileError, parse_profile
@@ -87,3 +88,18 @@ def test_certify_profile_is_for_the_reference_only(capsys: pytest.CaptureFixture
     assert main(["certify", "--backend", "xgrammar", "--profile", "reference"]) == 2
     assert "expected --backend reference" in capsys.readouterr().err
     assert main(["certify", "--profile", "colour=red"]) == 2
+
+
+def test_schema_property_order_is_part_of_the_spec_value() -> None:
+    """Two schemas differing only in the order of ``properties`` are two languages under
+    ``property_order="schema"``: their canonical forms (the compile cache's key, the fingerprint) differ."""
+    profile = refdecoder.JsonProfile(property_order="schema", whitespace="none")
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    ba = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}}
+    g_ab = refdecoder.compile(refdecoder.JsonSchema(ab, profile))
+    g_ba = refdecoder.compile(refdecoder.JsonSchema(ba, profile))
+    assert g_ab.fingerprint != g_ba.fingerprint
+    assert g_ab.accepts(b'{"a":1,"b":2}') and not g_ab.accepts(b'{"b":1,"a":2}')
+    assert g_ba.accepts(b'{"b":1,"a":2}') and not g_ba.accepts(b'{"a":1,"b":2}')
+    anyorder = refdecoder.JsonProfile(whitespace="none")
+    assert refdecoder.JsonSchema(ab, anyorder).canonical() == refdecoder.JsonSchema(ba, anyorder).canonical()
