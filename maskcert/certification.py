@@ -33,6 +33,18 @@ SIGINT/SIGTERM abandons the (spec, tokenizer) pair in progress — it is never c
 ``--resume`` redoes it — and skips minimization and limits probes; the report is still written. A
 second signal ends the process at once.
 
+Budget (``budget_s``, counted once set-up is done: vocabularies, corpus, the backend started; report
+``profile.setup_s``): a deadline. Between pairs the shards
+stop; inside a pair, every call of an engine in a worker is bounded by it
+(:attr:`props.backends.worker.WorkerBackend.deadline`): a call still running then (after a grace of
+:data:`~props.backends.worker.DEADLINE_GRACE_S`) is cut, the worker killed, and the pair reported
+with its findings so far and a ``limits`` finding naming the call and how long it ran; it is not
+checkpointed and is listed as unfinished. Minimization and limits probes get what is left. An engine
+in this process (``isolate=False``, an adapter instance) is checked between calls only; the
+reference's own compile is bounded by its compile budget (:class:`refdecoder.Limits`). A compile
+slower than ``compile_limit_s`` (worker only) is killed and is a ``limits`` finding with its time;
+the run goes on with a fresh worker.
+
 A backend given by name runs in a worker subprocess (:class:`props.backends.worker.WorkerBackend`) unless it
 is the reference, so that a hang or a segfault becomes a finding and the run goes on. ``workers > 1``
 shards (vocabulary, case) pairs over that many processes, each with its own backend.
@@ -59,6 +71,9 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition, Unsatisfiable
 
 from maskcert.sharding import Interrupted, abortable, signal_name
+from props.backends.worker import DeadlineReached, WorkerBackend
+from props.checks.clock import Clock
+from props.checks.clock import running as running_clock
 from props.checks.coverage import coverage_walks
 from props.checks.defects import Defect, Reduced, group, minimize_defect, reference_grammars
 from props.checks.invariants import (
@@ -103,7 +118,7 @@ from props.contract.findings import (
     dedupe,
 )
 from props.corpus import Case, load_corpus
-from refdecoder import JsonProfile, Limits, read_spec_text
+from refdecoder import JsonProfile, Limits, read_spec_json, read_spec_text
 from refdecoder import Matcher as RefMatcher
 from refdecoder.errors import MaskcertError, SpecFileError
 
@@ -123,6 +138,7 @@ __all__ = [
     "CertifyError",
     "declared_restrictions",
     "resolve_backend",
+    "COMPILE_LIMIT_S",
 ]
 
 VERSION = "0.1.0"
@@ -184,6 +200,8 @@ class CaseResult:
     instances: Counter[str] = field(default_factory=Counter)
     instance_notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (Target.phases)
+    # maskcert's own seconds and the engine's, per exclusive phase (props.checks.clock.Clock.to_json)
+    clock: dict[str, Any] = field(default_factory=dict)
 
 
 def _search_settings(examples: int, steps: int = 12) -> settings:
@@ -264,7 +282,9 @@ def certify_case(
     limits: Limits | None = None,
 ) -> CaseResult:
     """Every invariant on one case and one vocabulary (see the module doc); ``limits`` bound the
-    reference's compile (default :class:`refdecoder.Limits`)."""
+    reference's compile (default :class:`refdecoder.Limits`). When a worker backend's deadline cuts
+    the checks (:class:`~props.backends.worker.DeadlineReached`), what they found so far travels on
+    the exception (``partial``) to the caller that set the deadline."""
     t0 = time.perf_counter()
     rng = random.Random(f"{seed}/{case.name}/{vocab.fingerprint}")
     prepared = prepare(backend, case.spec, vocab, limits)
@@ -273,11 +293,14 @@ def certify_case(
     t = prepared
     t.phases["compile (both sides)"] = time.perf_counter() - t0
     result = CaseResult(case.name, vocab.name, "checked")
+    cut: DeadlineReached | None = None
     try:
         _check_target(t, case, rng, seed, examples, strings, deadline, result)
     except BackendFault as e:  # a crash ends this case: the backend's state is unknown afterwards
         result.findings.append(t.fault(e))
         result.checks["crash"] += 1
+    except DeadlineReached as e:  # the run's end: the findings so far are proved, keep them
+        cut = e
     result.checks.update(t.checks)
     result.timings = t.timings
     result.self_check = t.self_check
@@ -289,6 +312,9 @@ def certify_case(
     result.phases = dict(t.phases)
     result.phases["backend masks"] = sum(t.timings["backend_mask_ms"]) / 1000
     result.phases["reference masks"] = sum(t.timings["reference_mask_ms"]) / 1000
+    if cut is not None:
+        cut.partial = result
+        raise cut
     return result
 
 
@@ -392,13 +418,21 @@ def _not_checked(backend: Any, case: Case, vocab: Any, nc: NotChecked, t0: float
 
 
 # -- backends -------------------------------------------------------------------------------------
-def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate: bool | None = None) -> Any:
+def resolve_backend(
+    backend: Any,
+    options: dict[str, Any] | None = None,
+    isolate: bool | None = None,
+    *,
+    compile_limit_s: float | None = None,
+) -> Any:
     """A backend instance: a registered name or ``module:Class`` (in a worker subprocess unless it
     is the reference or ``isolate=False``), an adapter class (instantiated here) or an instance.
     An adapter that cannot even start on the installed engine release raises :class:`UnsupportedEngine`
     outside the tested versions, :class:`~props.contract.attribution.AdapterFault` inside them.
     ``NAME==VERSION`` runs that release from the engine cache (installed on a miss) in the worker; a
-    release below the adapter's range is :class:`~props.backends.UnsupportedVersion` either way."""
+    release below the adapter's range is :class:`~props.backends.UnsupportedVersion` either way.
+    ``compile_limit_s``: the worker's compile timeout (a slower compile is killed: a ``limits``
+    finding); None keeps the worker's default."""
     options = dict(options or {})
     if isinstance(backend, str):
         from props.backends import (
@@ -426,9 +460,9 @@ def resolve_backend(backend: Any, options: dict[str, Any] | None = None, isolate
             adapter_class(name)  # BackendUnavailable here, with the reason, rather than in the worker
         try:
             if isolate:
-                from props.backends.worker import WorkerBackend
-
-                return WorkerBackend(name, options=options, engine_path=engine_path)
+                return WorkerBackend(
+                    name, options=options, engine_path=engine_path, compile_timeout_s=compile_limit_s
+                )
             return load_backend(name, **options)
         except AdapterFault as e:
             raise unsupported_engine(e) or e from e
@@ -490,7 +524,12 @@ def load_vocabularies(tokenizers: Sequence[Any]) -> list[Any]:
 
 
 def _cases(
-    corpus: Sequence[str], schemas: Sequence[str | Path], regexes: Sequence[str], gbnfs: Sequence[str | Path]
+    corpus: Sequence[str],
+    schemas: Sequence[str | Path],
+    regexes: Sequence[str],
+    gbnfs: Sequence[str | Path],
+    larks: Sequence[str | Path] = (),
+    structural_tags: Sequence[str | Path] = (),
 ) -> tuple[list[Case], list[dict[str, Any]]]:
     cases: list[Case] = []
     described: list[dict[str, Any]] = []
@@ -511,10 +550,41 @@ def _cases(
         except SpecFileError as e:
             raise CertifyError(f"--gbnf {e}") from e
         extra.append(Case(SpecRef(SpecKind.GBNF, text, Path(path).name, "cli")))
+    # Lark grammars and structural tags name special tokens (<|name|>, "token": "<|name|>"): their
+    # table is each vocabulary's own, filled in when the pair is checked (``SpecRef.naming_special_tokens``).
+    for path in larks:
+        text = _spec_file(path, "--lark", "a Lark grammar file", json_file=False)
+        extra.append(
+            Case(SpecRef(SpecKind.LARK, {"text": text, "special_tokens": {}}, Path(path).name, "cli"))
+        )
+    for path in structural_tags:
+        tag = _spec_file(path, "--structural-tag", "an xgrammar structural tag (JSON)", json_file=True)
+        if not isinstance(tag, dict):
+            raise CertifyError(
+                f"--structural-tag {path}: expected a JSON object (a structural tag or a format), "
+                f"not {type(tag).__name__}"
+            )
+        extra.append(
+            Case(SpecRef(SpecKind.STRUCTURAL_TAG, {"tag": tag, "special_tokens": {}}, Path(path).name, "cli"))
+        )
     if extra:
         cases += extra
         described.append({"name": "cli", "specs": len(extra)})
     return cases, described
+
+
+def _spec_file(path: str | Path, flag: str, expected: str, *, json_file: bool) -> Any:
+    """The text (or JSON value) of the spec file ``path`` given with ``flag``; a :class:`CertifyError`
+    naming the flag and the file when it cannot be read as one."""
+    try:
+        data = Path(path).read_bytes()
+        if json_file:
+            return read_spec_json(data, str(path), expected=expected)
+        return read_spec_text(data, str(path), expected=expected)
+    except OSError as e:
+        raise CertifyError(f"{flag} {path}: expected a readable file, {expected} ({e})") from e
+    except SpecFileError as e:
+        raise CertifyError(f"{flag} {e}") from e
 
 
 @dataclass(frozen=True)
@@ -584,7 +654,8 @@ class Incomplete:
     every reason that holds, each on its own — never one standing in for another. ``interrupted``:
     the signal that stopped the run; ``budget_s``: the budget, when it was spent; ``lost_shards``:
     shards that never answered; ``unfinished``: the (spec, tokenizer) pairs not checked, which
-    ``--resume`` checks."""
+    ``--resume`` checks — a pair the budget cut in the middle among them (its findings so far, and
+    the ``limits`` finding of the cut call, are in the report)."""
 
     interrupted: int | None
     budget_s: float | None
@@ -806,6 +877,27 @@ class Report:
     def by_invariant(self) -> Counter[str]:
         return Counter(f.invariant for f in self.findings)
 
+    def with_findings(self, findings: Sequence[Finding], checks: Mapping[tuple[str, str], int]) -> Report:
+        """This report with ``findings`` made beside the (spec, tokenizer) checks (``certify --tools``:
+        the template promises, :mod:`maskcert.toolcall_certify`) counted and grouped as its own;
+        ``checks``: the checks made, by (invariant, tokenizer)."""
+        every = dedupe([*self.findings, *findings])
+        counts = {inv: dict(cells) for inv, cells in self.counts.items()}
+        for (inv, tok), n in checks.items():
+            cell = counts.setdefault(inv, {}).get(tok, Cell())
+            counts[inv][tok] = Cell(cell.checks + n, cell.findings)
+        for f in findings:
+            cell = counts.setdefault(f.invariant, {}).get(f.tokenizer, Cell())
+            counts[f.invariant][f.tokenizer] = Cell(cell.checks, cell.findings + 1)
+        defects = tuple(group(list(every), self.grammar_of))
+        return replace(
+            self,
+            findings=tuple(every),
+            counts=counts,
+            defects=defects,
+            defect_counts=dict(Counter(str(d.severity) for d in defects)),
+        )
+
     def with_reproducers(self, out: str | Path) -> Report:
         """Writes repro/*.py under ``out`` (one per finding and per minimized defect) and returns this
         report with each finding carrying its script's path."""
@@ -881,9 +973,14 @@ def load_baseline(path: str | Path) -> set[str]:
 
 def _guarded_case(backend: Any, case: Case, vocab: Any, kw: dict[str, Any]) -> CaseResult:
     """:func:`certify_case`, except that a bug in maskcert itself on one case is recorded (report
-    ``internal_errors``, exit code 3) instead of losing every result of the run."""
+    ``internal_errors``, exit code 3) instead of losing every result of the run. The result carries
+    its :class:`~props.checks.clock.Clock` (``clock``): maskcert's own seconds and the engine's."""
+    clock = Clock()
     try:
-        return certify_case(backend, case, vocab, **kw)
+        with running_clock(clock):
+            result = certify_case(backend, case, vocab, **kw)
+        result.clock = clock.to_json()
+        return result
     except AdapterFault as e:
         unsupported = unsupported_engine(e, backend)
         if unsupported is not None:
@@ -927,7 +1024,12 @@ def _certify_shard(
     """Run a shard's pairs in order, sending each result as it is done; stop between pairs when told
     or when the budget is spent, and abandon the pair in progress when a signal arrives
     (:func:`maskcert.sharding.abortable`). A usage error (an engine release the adapter cannot drive) ends the
-    shard with a ``fatal`` message; ``done`` says whether every pair ran."""
+    shard with a ``fatal`` message; ``done`` says whether every pair ran.
+
+    The budget is a deadline for a worker backend's calls too (:attr:`WorkerBackend.deadline`): an
+    engine call still running at the end is cut, and the pair in progress is sent as ``cut`` (its
+    findings so far and a ``limits`` finding for the cut call, :func:`_cut_result`): reported, never
+    checkpointed, listed as unfinished."""
     config = spec.config
     deadline = None if config.budget_s is None else time.monotonic() + config.budget_s
     kw = config.case_options(deadline)
@@ -935,20 +1037,37 @@ def _certify_shard(
     complete = True
     try:
         backend = (
-            resolve_backend(spec.backend, dict(config.backend_options), config.isolate)
+            resolve_backend(
+                spec.backend,
+                dict(config.backend_options),
+                config.isolate,
+                compile_limit_s=config.compile_limit_s,
+            )
             if built
             else spec.backend
         )
+        if isinstance(backend, WorkerBackend):
+            backend.deadline = deadline
         try:
             for ci, vi in spec.pairs:
                 if should_stop() or (deadline is not None and time.monotonic() > deadline):
                     complete = False
                     break
+                if isinstance(backend, WorkerBackend):
+                    backend.last_timeout = None
                 try:  # a signal abandons the pair in progress at once: it is not sent, resume redoes it
                     with abortable():
                         result = _guarded_case(backend, spec.cases[ci], spec.vocabs[vi], kw)
+                    result = _with_compile_limit(result, backend)
                 except Interrupted:
                     complete = False
+                    break
+                except DeadlineReached as e:  # the budget ended inside the pair
+                    complete = False
+                    cut = _cut_result(backend, spec.cases[ci], spec.vocabs[vi], e, config.budget_s)
+                    if cut is not None:
+                        where = {"shard": spec.shard, "pair": (ci, vi)}
+                        sink({"type": "result", **where, "result": cut, "cut": True})
                     break
                 sink({"type": "result", "shard": spec.shard, "pair": (ci, vi), "result": result})
         finally:
@@ -958,6 +1077,75 @@ def _certify_shard(
         sink({"type": "fatal", "shard": spec.shard, "exception": e})
         complete = False
     sink({"type": "done", "shard": spec.shard, "complete": complete})
+
+
+def _cut_result(
+    backend: Any, case: Case, vocab: Any, cut: DeadlineReached, budget_s: float | None
+) -> CaseResult | None:
+    """The pair in progress when the run's deadline arrived: what its checks found so far
+    (``cut.partial``) and, when an engine call was running, a ``limits`` finding naming the call
+    (``certificate``: ``operation``, ``seconds`` it had run when it was cut, ``limit_s`` it was
+    allowed: the budget left when it started, ``run_budget_s``). None when there is nothing to
+    report (maskcert's own work ran past the deadline before anything was found: no finding against
+    the engine). A worker's start or housekeeping cut at the deadline is no finding either: no call
+    of the Backend protocol was running."""
+    partial = cut.partial if isinstance(cut.partial, CaseResult) else None
+    if cut.seconds is None or cut.operation in ("start", "drop"):
+        return partial if partial is not None and partial.findings else None
+    result = partial if partial is not None else CaseResult(case.name, vocab.name, "failed")
+    spec = profile_spec_ref(case.spec, backend.profile)
+    f = backend_failure(backend, spec, vocab, cut.operation, cut)
+    budget = "its budget" if budget_s is None else f"its budget of {budget_s:g} s"
+    result.findings.append(
+        f.with_(
+            backend_verdict=f"{cut.operation} still running when the run's budget ended",
+            reference_verdict="an answer within the run's budget (certify --budget)",
+            message=f"{cut.operation} was still running when the run ended ({budget}); the worker was "
+            f"killed and the spec not finished",
+            certificate={
+                **f.certificate,
+                "seconds": round(cut.seconds, 3),
+                "limit_s": round(cut.allowed_s if cut.allowed_s is not None else cut.seconds, 3),
+                "limit": "budget",
+                "run_budget_s": budget_s,
+            },
+        )
+    )
+    result.checks["limits"] += 1
+    return result
+
+
+def _with_compile_limit(result: CaseResult, backend: Any) -> CaseResult:
+    """``result`` with its compile-timeout finding, if any, saying how long the compile ran before the
+    worker killed it and which limit it broke (``certificate``: ``seconds``, ``limit_s``, ``limit``;
+    ``certify --compile-limit``)."""
+    timeout = backend.last_timeout if isinstance(backend, WorkerBackend) else None
+    if timeout is None or timeout.operation != "compile":
+        return result
+
+    def timed(f: Finding) -> Finding:
+        cert = f.certificate
+        if not (
+            f.invariant == Invariant.LIMITS
+            and cert.get("operation") == "compile"
+            and cert.get("exception") == type(timeout).__name__
+        ):
+            return f
+        return f.with_(
+            backend_verdict=f"compile slower than the compile limit of {timeout.timeout_s:g} s",
+            reference_verdict="a compile within the compile limit (certify --compile-limit)",
+            message=f"compile took longer than the compile limit of {timeout.timeout_s:g} s "
+            "(certify --compile-limit); the worker was killed",
+            certificate={
+                **cert,
+                "seconds": round(timeout.elapsed_s, 3),
+                "limit_s": timeout.timeout_s,
+                "limit": "compile_limit",
+            },
+        )
+
+    result.findings = [timed(f) for f in result.findings]
+    return result
 
 
 def _close(backend: Any) -> None:
@@ -1007,6 +1195,13 @@ class _Progress:
 
 PROGRESS_EVERY_S = 10.0
 
+# certify --compile-limit's default. Measured at 128k (deepseek-v3-litellm, 129,280 tokens, this 2-core
+# machine, each engine in-process): ordinary schemas compile in 0.0-0.5 s (outlines-core's index
+# build the slowest) and a first compile with the per-vocabulary set-up in at most 1.7 s
+# (lm-format-enforcer). 10 s is 5x that on a loaded CI machine, and a third of the 30 s that users
+# meet as an outage.
+COMPILE_LIMIT_S = 10.0
+
 
 def _progress_mode(progress: bool | str | None) -> str:
     if progress is None:
@@ -1027,13 +1222,19 @@ class CertifyConfig:
 
     What is certified: ``tokenizers`` (matrix names, tokenizer files or ``Vocabulary`` values), the
     ``corpus`` names or paths, ``cases``, and spec files or patterns (``schemas``, ``regexes``,
-    ``gbnfs``). How: ``seed``, ``examples`` per Hypothesis search, ``strings`` valid strings per case,
+    ``gbnfs``, ``larks``, ``structural_tags``: the special tokens these name are resolved in each
+    vocabulary's ``special_names``). How: ``seed``, ``examples`` per Hypothesis search, ``strings`` valid strings per case,
     ``limits`` on the reference's compile (:class:`refdecoder.Limits`), ``backend_options`` for the
-    adapter, ``isolate`` (None: a named engine runs in a worker subprocess). Where: ``workers``
-    processes, or Ray tasks on ``cluster``, within ``budget_s``. After the checks: ``minimize_s`` per
-    defect, ``limits_probes``, ``baseline``; ``out`` the report directory (checkpointed; ``resume``
-    continues the run checkpointed there); ``progress`` (True, False, None, 'bar', 'lines', 'off');
-    ``require_complete``: a run that did not check every pair fails (exit code 4)."""
+    adapter, ``isolate`` (None: a named engine runs in a worker subprocess), ``compile_limit_s``: an
+    engine compile in a worker slower than this is killed and is a ``limits`` finding with its time
+    (default :data:`COMPILE_LIMIT_S`). Where: ``workers`` processes, or Ray tasks on ``cluster``,
+    within ``budget_s`` seconds counted once set-up is done — a deadline for every call
+    of an engine in a worker (a call still running then is cut, a ``limits`` finding; an engine in
+    this process is checked between calls only). After the checks, in what is left of the budget:
+    ``minimize_s`` per defect, ``limits_probes``, ``baseline``; ``out`` the report directory
+    (checkpointed; ``resume`` continues the run checkpointed there); ``progress`` (True, False, None,
+    'bar', 'lines', 'off'); ``require_complete``: a run that did not check every pair fails (exit
+    code 4)."""
 
     tokenizers: Sequence[Any] = ("bpe", "sp-bpe-bytefallback")  # stored as tuples, as are the others
     corpus: Sequence[str] = ("builtin",)
@@ -1041,6 +1242,8 @@ class CertifyConfig:
     schemas: Sequence[str | Path] = ()
     regexes: Sequence[str] = ()
     gbnfs: Sequence[str | Path] = ()
+    larks: Sequence[str | Path] = ()
+    structural_tags: Sequence[str | Path] = ()
     budget_s: float | None = None
     seed: int = 0
     workers: int = 1
@@ -1057,9 +1260,19 @@ class CertifyConfig:
     limits_probes: bool = False
     limits: Limits | None = None
     require_complete: bool = False
+    compile_limit_s: float = COMPILE_LIMIT_S
 
     def __post_init__(self) -> None:
-        for name in ("tokenizers", "corpus", "cases", "schemas", "regexes", "gbnfs"):
+        for name in (
+            "tokenizers",
+            "corpus",
+            "cases",
+            "schemas",
+            "regexes",
+            "gbnfs",
+            "larks",
+            "structural_tags",
+        ):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "backend_options", dict(self.backend_options or {}))
         if self.out is not None:
@@ -1067,6 +1280,12 @@ class CertifyConfig:
         _progress_mode(self.progress)
         if self.workers < 1:
             raise CertifyError(f"workers={self.workers}: expected at least 1")
+        if self.budget_s is not None and not (self.budget_s >= 0 and math.isfinite(self.budget_s)):
+            raise CertifyError(f"budget_s={self.budget_s}: expected a finite number of seconds, 0 or more")
+        if not (self.compile_limit_s > 0 and math.isfinite(self.compile_limit_s)):
+            raise CertifyError(
+                f"compile_limit_s={self.compile_limit_s}: expected a finite number of seconds above 0"
+            )
         if self.resume and self.out is None:
             raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
 
@@ -1103,6 +1322,8 @@ class CertifyConfig:
         }
         if self.limits is not None:
             params["limits"] = dataclasses.asdict(self.limits)
+        if self.compile_limit_s != COMPILE_LIMIT_S:  # it decides which compiles are findings
+            params["compile_limit_s"] = self.compile_limit_s
         return params
 
 
@@ -1138,14 +1359,17 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
     setup: dict[str, float] = {}
     vocabs = load_vocabularies(config.tokenizers)
     setup["load vocabularies"] = time.monotonic() - started
-    loaded, described = _cases(config.corpus, config.schemas, config.regexes, config.gbnfs)
+    loaded, described = _cases(
+        config.corpus, config.schemas, config.regexes, config.gbnfs, config.larks, config.structural_tags
+    )
     setup["load corpus"] = time.monotonic() - started - setup["load vocabularies"]
     if config.cases:
         described.append({"name": "given", "specs": len(config.cases)})
     cases = [*loaded, *config.cases]
     if not cases:
         raise CertifyError(
-            "nothing to certify: the corpus is empty (give --corpus, --schema, --regex or --gbnf)"
+            "nothing to certify: the corpus is empty "
+            "(give --corpus, --schema, --regex, --gbnf, --lark or --structural-tag)"
         )
     sharded = config.sharded
     if sharded and not isinstance(backend, str):
@@ -1153,8 +1377,13 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
             "workers > 1 or a cluster needs the backend as a name or 'module:Class' (each worker builds its own)"
         )
     t_backend = time.monotonic()
+    # Sharded, this process's backend only serves the steps after the checks: in this process, unless
+    # a budget must bound them (a worker's calls can be cut at the deadline).
     instance = resolve_backend(
-        backend, dict(config.backend_options), config.isolate if not sharded else False
+        backend,
+        dict(config.backend_options),
+        config.isolate if not sharded or config.budget_s is not None else False,
+        compile_limit_s=config.compile_limit_s,
     )
     setup["start backend"] = time.monotonic() - t_backend
     params = config.run_params(backend, vocabs, cases)
@@ -1176,7 +1405,10 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
     todo = [p for p in pairs if p not in finished]
     n = max(1, min(config.workers, len(todo)))
     shard_backend = backend if sharded else instance
+    # The budget counts from here, once set-up is done (report.json profile.setup_s says what it took).
+    budget_end = None if config.budget_s is None else time.monotonic() + config.budget_s
     specs = [CertifyShard(i, shard_backend, config, cases, vocabs, todo[i::n]) for i in range(n)]
+    cut: dict[tuple[int, int], CaseResult] = {}  # pairs the budget cut: reported, not checkpointed
     show = _Progress(mode, len(pairs), len(finished), sys.stderr)
     fatal: list[dict[str, Any]] = []
     # SIGINT/SIGTERM from here to the written report: the first stops the checks (the pair in progress
@@ -1185,7 +1417,9 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
     with signals() as stop:
 
         def collect(msg: dict[str, Any]) -> None:
-            if msg.get("type") == "result":
+            if msg.get("type") == "result" and msg.get("cut"):  # resume redoes it
+                cut[(int(msg["pair"][0]), int(msg["pair"][1]))] = msg["result"]
+            elif msg.get("type") == "result":
                 pair = (int(msg["pair"][0]), int(msg["pair"][1]))
                 finished[pair] = msg["result"]
                 if checkpoint is not None:
@@ -1206,8 +1440,8 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
         if fatal:
             _close(instance)
             raise fatal[0]["exception"]
-        results = [finished[p] for p in pairs if p in finished]
-        complete = len(results) == len(pairs)
+        results = [finished[p] if p in finished else cut[p] for p in pairs if p in finished or p in cut]
+        complete = all(p in finished for p in pairs)
         incomplete = (
             None
             if complete
@@ -1239,16 +1473,29 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
             incomplete=incomplete,
             require_complete=config.require_complete,
         )
+        if isinstance(instance, WorkerBackend):  # the steps after the checks end with the budget too
+            instance.deadline = budget_end
         try:  # after the checks, each with its own budget; a signal abandons them, the checks' report stands
             with stop.abortable():
-                if config.minimize_s > 0 and report.defects:
-                    report = report.minimized(instance, config.minimize_s)
-                if config.limits_probes:
+                if config.minimize_s > 0 and report.defects and _time_left(budget_end) != 0.0:
+                    minimizing = Clock(base="minimization")
+                    with running_clock(minimizing):
+                        report = report.minimized(
+                            instance, _share(config.minimize_s, budget_end, len(report.defects))
+                        )
+                    report = replace(
+                        report, profile={**(report.profile or {}), "minimize": minimizing.to_json()}
+                    )
+                if config.limits_probes and _time_left(budget_end) != 0.0:
                     from maskcert.limits_probes import attach_limits_probes
 
                     report = attach_limits_probes(report, instance, vocabs[0])
         except Interrupted:
             pass
+        except DeadlineReached:  # the budget ended inside an engine call here: the checks' report stands
+            pass
+        if isinstance(instance, WorkerBackend):
+            instance.deadline = None
         if config.baseline is not None:
             report = report.with_baseline(config.baseline)
         _close(instance)
@@ -1260,25 +1507,66 @@ def certify(backend: Any = "reference", config: CertifyConfig | None = None, **o
     return report
 
 
+def _time_left(end: float | None) -> float | None:
+    """Seconds left until ``end`` (``time.monotonic()``), at least 0; None without a budget."""
+    return None if end is None else max(0.0, end - time.monotonic())
+
+
+def _share(seconds: float, end: float | None, n: int) -> float:
+    """``seconds`` per item, or less when ``n`` items of it would run past ``end``."""
+    left = _time_left(end)
+    return seconds if left is None else min(seconds, left / max(1, n))
+
+
 def _profile(results: list[CaseResult], setup: dict[str, float], wall: float) -> dict[str, Any]:
     """report.json ``profile``: where the run's time went. ``setup_s``: one-time costs of this
     process (vocabularies, corpus, backend start); ``spec_s``: seconds per checked (spec, tokenizer)
     pair (median, p95, max, n); ``phases_s``: seconds per phase summed over pairs (phases nest: the
-    masks and certificates are inside the walks and searches that need them)."""
+    masks and certificates are inside the walks and searches that need them). From each pair's
+    clock (:mod:`props.checks.clock`, time inside the engine's calls apart): ``own_s`` and
+    ``engine_s``, maskcert's and the engine's seconds per checked pair (median, p90, p95, max,
+    total), and ``split_s``, per exclusive phase the two summed over every pair (with
+    ``engine_calls``)."""
     checked = sorted(r.seconds for r in results if r.status == "checked")
     phases: dict[str, float] = {}
     for r in results:
         for k, v in r.phases.items():
             phases[k] = phases.get(k, 0.0) + v
 
-    def rank(q: float) -> float:
-        return round(checked[min(len(checked) - 1, math.ceil(q * len(checked)) - 1)], 4) if checked else 0.0
+    def rank(values: list[float], q: float) -> float:
+        return round(values[min(len(values) - 1, math.ceil(q * len(values)) - 1)], 4) if values else 0.0
 
+    def stats(values: list[float]) -> dict[str, float]:
+        values = sorted(values)
+        return {
+            "median": rank(values, 0.5),
+            "p90": rank(values, 0.9),
+            "p95": rank(values, 0.95),
+            "max": rank(values, 1.0),
+            "total": round(sum(values), 4),
+        }
+
+    clocked = [c for r in results if r.status == "checked" and (c := getattr(r, "clock", None))]
+    split = Clock()
+    for r in results:
+        for name, p in (getattr(r, "clock", None) or {}).get("phases", {}).items():
+            split.own[name] = split.own.get(name, 0.0) + p["own_s"]
+            split.engine[name] = split.engine.get(name, 0.0) + p["engine_s"]
+            split.calls[name] += p["engine_calls"]
     return {
         "wall_s": round(wall, 3),
         "setup_s": {k: round(v, 4) for k, v in setup.items()},
-        "spec_s": {"median": rank(0.5), "p95": rank(0.95), "max": rank(1.0), "n": len(checked)},
+        "spec_s": {
+            "median": rank(checked, 0.5),
+            "p95": rank(checked, 0.95),
+            "max": rank(checked, 1.0),
+            "n": len(checked),
+        },
         "phases_s": {k: round(v, 4) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
+        "own_s": stats([c["own_s"] for c in clocked]),
+        "engine_s": stats([c["engine_s"] for c in clocked]),
+        "engine_calls": sum(c["engine_calls"] for c in clocked),
+        "split_s": split.to_json()["phases"],
     }
 
 

@@ -197,6 +197,12 @@ def _cmd_matrix(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+_BUDGET_IN_PROCESS = (
+    "maskcert certify: --budget with --in-process: expected the engine in its worker subprocess (drop "
+    "--in-process): a call of {backend} in this process cannot be cut when the budget ends"
+)
+
+
 def _cmd_certify(args: argparse.Namespace) -> int:
     """Certify a backend; exit 1 on soundness/eos/crash findings, 2 on usage errors."""
     from maskcert.certification import CertifyConfig, CertifyError, certify
@@ -237,18 +243,42 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     call: dict[str, Any] = {
         "backend": args.backend,
         "tokenizers": args.tokenizer or ["bpe", "sp-bpe-bytefallback"],
-        "corpus": args.corpus or ([] if (args.schema or args.regex or args.gbnf) else ["builtin"]),
+        "corpus": args.corpus
+        or (
+            []
+            if (args.schema or args.regex or args.gbnf or args.lark or args.structural_tag or args.tools)
+            else ["builtin"]
+        ),
         "schemas": args.schema or [],
         "regexes": args.regex or [],
         "gbnfs": args.gbnf or [],
+        "larks": args.lark or [],
+        "structural_tags": args.structural_tag or [],
         "seed": args.seed,
         "examples": args.examples,
         "backend_options": options,
         "isolate": False if args.in_process else None,
         "limit": args.limit or [],
     }
+    if args.compile_limit is not None:  # a run parameter: it decides which compiles are findings
+        call["compile_limit_s"] = args.compile_limit
     out = Path(args.resume or args.out)
     saved = out / "checkpoint" / "cli.json"
+    if args.tools and not args.resume:  # the specs become files of the run (maskcert/toolcall_certify.py)
+        from maskcert.toolcall_certify import ToolCallRequest, write_specs
+        from props.corpus.toolcalls import ToolsError
+
+        try:
+            request = ToolCallRequest(
+                args.tools, args.tool_choice, args.parallel, args.reasoning, tuple(args.model_format or ())
+            )
+            written = write_specs(args.backend, request, out)
+        except (CertifyError, ToolsError) as e:
+            print(f"maskcert certify: {e}", file=sys.stderr)
+            return 2
+        call["structural_tags"] = [*call["structural_tags"], *map(str, written.structural_tags)]
+        call["schemas"] = [*call["schemas"], *map(str, written.schemas)]
+        call["toolcalls"] = request.to_json()
     if args.resume:
         given = [
             flag
@@ -259,12 +289,16 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 ("--schema", args.schema, None),
                 ("--regex", args.regex, None),
                 ("--gbnf", args.gbnf, None),
+                ("--lark", args.lark, None),
+                ("--structural-tag", args.structural_tag, None),
+                ("--tools", args.tools, None),
                 ("--seed", args.seed, 0),
                 ("--examples", args.examples, 8),
                 ("--option", args.option, None),
                 ("--in-process", args.in_process, False),
                 ("--limit", args.limit, None),
                 ("--profile", args.profile, None),
+                ("--compile-limit", args.compile_limit, None),
             )
             if value != default
         ]
@@ -285,13 +319,20 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    elif args.budget is not None and args.in_process and args.backend != "reference":
+        print(_BUDGET_IN_PROCESS.format(backend=args.backend), file=sys.stderr)
+        return 2
     else:
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_text(json.dumps(call, indent=1) + "\n", encoding="utf-8")
+    if args.budget is not None and call.get("isolate") is False and call.get("backend") != "reference":
+        print(_BUDGET_IN_PROCESS.format(backend=call.get("backend")), file=sys.stderr)  # a resumed run's
+        return 2
     try:
         run = dict(call)  # the run's own parameters (cli.json), then the flags that may change on resume
         backend = run.pop("backend")
         limit_items = run.pop("limit", [])
+        toolcalls = run.pop("toolcalls", None)
         config = CertifyConfig(
             **run,
             limits=_limits_from(limit_items) if limit_items else None,
@@ -307,6 +348,14 @@ def _cmd_certify(args: argparse.Namespace) -> int:
             require_complete=bool(args.require_complete),
         )
         report = certify(backend, config)
+        if toolcalls:  # the template promises, beside the specs' checks (maskcert/toolcall_certify.py)
+            from maskcert.toolcall_certify import ToolCallRequest, with_promises, write_specs
+
+            made = write_specs(backend, ToolCallRequest(**toolcalls), out)
+            report, notes = with_promises(report, made)
+            report = report.write(out)
+            for line in (*made.refused, *notes):
+                print(f"maskcert certify --tools: {line}", file=sys.stderr)
         if args.write_baseline:
             report.write_baseline(args.write_baseline)
     except (BackendUnavailable, CertifyError, CorpusError, VocabularyError, SpecError) as e:
@@ -376,6 +425,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         "repeat": args.repeat,
         "requests": args.requests,
         "timeout": args.timeout,
+        "backends": tuple(args.backend) if args.backend else None,
+        "minimize": args.minimize_seconds,
+        "isolate": False if args.in_process else None,
+        "examples": args.examples,
     }
     results: dict[str, object] = {}
     failed = False
@@ -426,7 +479,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         Path(args.md).write_text(markdown, encoding="utf-8")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        raw = args.what in ("masks", "sampler")  # the shape these two wrote before the report existed
+        # masks and sampler: the shape they wrote before the report existed; certify: its phases
+        raw = args.what in ("masks", "sampler", "certify")
         doc = report.clean_json(results) if raw else gathered
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     return 1 if failed else 0
@@ -581,6 +635,49 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     return 0 if result.interrupted is None else 128 + result.interrupted
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    """Decide an engine test suite's labelled cases with the reference (maskcert.audit): exit 1 when
+    some label contradicts the spec, 0 otherwise, 2 on a malformed cases file."""
+    from maskcert.audit import AuditCaseError, audit, read_cases
+
+    try:
+        cases = [c for path in args.cases for c in read_cases(path)]
+    except AuditCaseError as e:
+        print(f"maskcert audit: {e}", file=sys.stderr)
+        return 2
+    report = audit(cases)
+    text = report.render_text(verbose=args.verbose)
+    data = json.dumps(report.to_json(), indent=1, ensure_ascii=False)
+    print(data if args.format == "json" else text, end="" if args.format == "text" else "\n")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "audit.txt").write_text(text, encoding="utf-8")
+        (out / "audit.json").write_text(data, encoding="utf-8")
+    return report.exit_code
+
+
+def _cmd_audit_extract(args: argparse.Namespace) -> int:
+    """Print an engine test suite's labelled cases (maskcert.audit_extract) as JSON Lines; what it
+    could not read goes to stderr."""
+    from maskcert.audit_extract import ExtractError, extract
+
+    try:
+        result = extract(args.engine, args.src_dir)
+    except ExtractError as e:
+        print(f"maskcert audit-extract: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(result.jsonl())
+    print(
+        f"maskcert audit-extract: {args.engine} {result.version}: {len(result.cases)} cases, "
+        f"{len(result.skipped)} tests or files not read",
+        file=sys.stderr,
+    )
+    for s in result.skipped:
+        print(f"  not read: {s.source}: {s.reason}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="maskcert", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -649,7 +746,64 @@ def build_parser() -> argparse.ArgumentParser:
     ce.add_argument("--regex", action="append", help="a regex, full match (repeatable)")
     ce.add_argument("--gbnf", action="append", help="a GBNF grammar file (repeatable)")
     ce.add_argument(
-        "--budget", type=float, default=None, help="seconds; unchecked specs are reported as such"
+        "--lark",
+        action="append",
+        metavar="FILE",
+        help="a Lark grammar file in llguidance's dialect; <|name|> names the vocabulary's special token "
+        "of that name, <[id]> any id (repeatable)",
+    )
+    ce.add_argument(
+        "--structural-tag",
+        action="append",
+        metavar="FILE",
+        help='an xgrammar structural tag (JSON: {"type": "structural_tag", "format": ...} or a bare '
+        "format); token names resolve in the vocabulary's special tokens (repeatable)",
+    )
+    ce.add_argument(
+        "--tools",
+        metavar="FILE",
+        help="an OpenAI tools list (JSON): certify the tool-call path — xgrammar: the structural tag of "
+        "each model template and the template's promises; other engines: the JSON Schema vLLM sends "
+        "(maskcert/toolcall_certify.py)",
+    )
+    ce.add_argument(
+        "--tool-choice",
+        default="auto",
+        metavar="auto|required|none|NAME",
+        help="the request's tool_choice with --tools (default auto)",
+    )
+    ce.add_argument(
+        "--parallel",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the request's parallel_tool_calls with --tools (default --parallel)",
+    )
+    ce.add_argument(
+        "--reasoning",
+        default="auto",
+        choices=("enabled", "disabled", "auto"),
+        help="the request's reasoning setting with --tools (default auto)",
+    )
+    ce.add_argument(
+        "--model-format",
+        action="append",
+        metavar="NAME",
+        help="an xgrammar model template with --tools (repeatable; default every one it registers)",
+    )
+    ce.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the whole run, report writing aside: an engine call still running then is "
+        "cut (a 'limits' finding with its time) and unchecked specs are reported as such",
+    )
+    ce.add_argument(
+        "--compile-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="an engine compile slower than this is killed and is a 'limits' finding with its time; "
+        "the run goes on (default: 10)",
     )
     ce.add_argument("--seed", type=int, default=0)
     ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")
@@ -745,14 +899,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--tokenizer",
+        "--vocab",
+        dest="tokenizer",
         action="append",
         default=None,
         help="matrix name or tokenizer file (repeatable; default: deepseek-v3-litellm; "
-        "compile uses the first)",
+        "compile and certify use the first)",
     )
-    b.add_argument("--schemas", help="JSONSchemaBench-style folder (default: shared maskbench)")
     b.add_argument(
-        "--limit", type=int, default=None, help="schemas per run (masks 50, compile 24; all: 12, 16)"
+        "--schemas",
+        help="JSONSchemaBench-style folder (default: shared maskbench); certify: a folder or file of "
+        "specs, or a corpus name (default: jsonschemabench:Github_easy)",
+    )
+    b.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="schemas per run (masks 50, compile 24, certify 10; all: 12, 16, 3)",
     )
     b.add_argument("--budget", type=float, default=None, help="masks: seconds per tokenizer (all: 90)")
     b.add_argument("--timeout", type=float, default=None, help="compile: seconds per schema (10; all: 5)")
@@ -760,7 +923,27 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, default=None, help="sampler: timed calls per shape (50; all: 20)")
     b.add_argument("--requests", type=int, default=None, help="serving: requests per backend (24; all: 16)")
     b.add_argument(
-        "--json", help="write the gathered report as JSON here (masks, sampler: their raw results)"
+        "--backend",
+        action="append",
+        default=None,
+        help="certify: a backend to certify (repeatable; 'reference' is the reference certifying itself; "
+        "default: reference and xgrammar; all: every installed engine)",
+    )
+    b.add_argument(
+        "--minimize-seconds",
+        type=float,
+        default=None,
+        help="certify: seconds of minimization per defect (15, as certify; all: 0)",
+    )
+    b.add_argument("--examples", type=int, default=None, help="certify: examples per search (8; all: 2)")
+    b.add_argument(
+        "--in-process",
+        action="store_true",
+        help="certify: run the engine's adapter in this process, not in a worker (engine time then "
+        "excludes the worker's round trips)",
+    )
+    b.add_argument(
+        "--json", help="write the gathered report as JSON here (masks, sampler, certify: their raw results)"
     )
     b.add_argument("--md", help="write the gathered report as Markdown here")
     b.set_defaults(func=_cmd_bench)
@@ -834,6 +1017,24 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--refresh", action="store_true", help="ask the package index again for the releases")
     bi.add_argument("--json", help="write the runs and the verdict as JSON here")
     bi.set_defaults(func=_cmd_bisect)
+
+    au = sub.add_parser(
+        "audit",
+        help="decide an engine test suite's labelled cases (JSON Lines); exit 1 when a label contradicts the spec",
+    )
+    au.add_argument("cases", nargs="+", help="cases files (JSON Lines, docs/audit.md §1)")
+    au.add_argument("--out", help="also write audit.txt and audit.json into this directory")
+    au.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    au.add_argument("--verbose", action="store_true", help="list the agreeing cases too")
+    au.set_defaults(func=_cmd_audit)
+
+    ax = sub.add_parser(
+        "audit-extract",
+        help="print the labelled cases of an engine's own test suite (unpacked sources) as JSON Lines",
+    )
+    ax.add_argument("engine", choices=["outlines-core", "llguidance", "lm-format-enforcer"])
+    ax.add_argument("src_dir", help="the engine's unpacked sources (an sdist or a checkout)")
+    ax.set_defaults(func=_cmd_audit_extract)
     return p
 
 
@@ -873,5 +1074,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """The ``maskcert`` console script: :func:`main`, then a prompt exit. Once the report is written
+    and the exit handlers ran (workers shut down, pools closed), tearing down the interpreter only
+    frees memory object by object — 10-15 s after a certify run holding millions of objects — so the
+    process ends with ``os._exit`` instead (``main`` itself, as tests and libraries call it, is unchanged)."""
+    import atexit
+    import contextlib
+
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be written
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -29,6 +29,7 @@ __all__ = [
     "WrongJumpForward",
     "IgnoresUniqueItems",
     "NeverAccepting",
+    "Stalls",
     "TOYS",
 ]
 
@@ -290,4 +291,49 @@ class SlowNoEos(NoEos):
         import time
 
         time.sleep(float(os.environ.get("MASKCERT_TEST_SLOW") or 0))
+        return super().compile(spec, vocabulary)
+
+
+def _stalls(spec: Any) -> bool:
+    """Whether ``spec`` is one :class:`Stalls` stalls on: its text contains ``MASKCERT_TEST_STALL_ON``
+    (every spec when that is unset)."""
+    import os
+
+    return os.environ.get("MASKCERT_TEST_STALL_ON", "") in repr(spec)
+
+
+class _StallingMask(_Wrapped):
+    def mask(self) -> np.ndarray:
+        import os
+        import time
+
+        how, _, nth = os.environ.get("MASKCERT_TEST_STALL", "").partition("@")
+        if how == "mask" and getattr(self.backend, "stalling", False):
+            self.backend.masks += 1
+            if self.backend.masks >= int(nth or 1):
+                time.sleep(3600)  # hangs: only a deadline ends it
+        return super().mask()
+
+
+class Stalls(_Toy):
+    """The reference, except on the specs :func:`_stalls` picks, as ``MASKCERT_TEST_STALL`` says:
+    ``compile`` hangs in compile (an hour), ``mask`` in the first mask on such a spec (``mask@N``: in
+    the N-th of the worker), a number of seconds makes compile that much slower and then succeed;
+    unset, it is the reference. For the budget and compile-limit tests (a hang must be cut by the
+    deadline, a slow compile by the limit)."""
+
+    matcher_class = _StallingMask
+    stalling = False
+    masks = 0
+
+    def compile(self, spec: Spec, vocabulary: Any) -> CompileOutcome:
+        import os
+        import time
+
+        how = os.environ.get("MASKCERT_TEST_STALL", "")
+        self.stalling = bool(how) and _stalls(spec)
+        if self.stalling and how == "compile":
+            time.sleep(3600)
+        elif self.stalling and how and not how.startswith("mask"):
+            time.sleep(float(how))
         return super().compile(spec, vocabulary)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol, get_args
 
+from refdecoder import special_token_bytes, split_special_tokens
 from refdecoder.errors import VocabularyError
 
 from ._index import TokenIndex
@@ -58,6 +59,9 @@ class Vocabulary:
     special_names: tuple[tuple[int, str], ...] = ()  # (id, name) for special ids that have one
     byte_fallback_ids: frozenset[int] = frozenset()  # ids of `<0xNN>` pieces
     codec: Codec | None = field(default=None, repr=False)
+    # For a special-token view (:attr:`special_token_view`): the vocabulary it views, which engines see
+    # and findings name. A label, not value.
+    viewed: Vocabulary | None = field(default=None, repr=False)
     fingerprint: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -135,6 +139,7 @@ class Vocabulary:
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state.pop("index", None)  # rebuilt on demand
+        state.pop("special_token_view", None)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -186,6 +191,71 @@ class Vocabulary:
     def index(self) -> TokenIndex:
         """Bytes -> ids prefix index, built on first use (well under a second at 129k)."""
         return TokenIndex.build(self.token_bytes)
+
+    # -- special tokens as a grammar that names them reads them ------------------------------------
+
+    @property
+    def original(self) -> Vocabulary:
+        """The vocabulary engines see: this one, or the one a special-token view views."""
+        return self.viewed if self.viewed is not None else self
+
+    @cached_property
+    def special_token_view(self) -> Vocabulary:
+        """This vocabulary as a grammar that names special tokens reads it (docs/design.md §2 "Special
+        tokens", ``refdecoder``'s ``SpecialView``): the same ids, each special id that is not EOS a text
+        token spelled by its encoding ``refdecoder.special_token_bytes(id)``, and each ordinary token
+        holding a raw 0xFF byte special (never text in such a grammar). EOS ids stay EOS.
+
+        Byte strings and token ids then convert through the usual machinery (``decode``, ``index``,
+        segmentations) with a special token in the bytes as its encoding; :meth:`canonical_ids` is the
+        tokenizer's own encoding of such bytes. ``original`` is this vocabulary."""
+        if self.viewed is not None:
+            return self
+        raw_ff = frozenset(i for i, data in enumerate(self.token_bytes) if data is not None and 0xFF in data)
+        lifted = tuple(
+            special_token_bytes(i)
+            if data is None and i not in self.eos_ids
+            else None
+            if i in raw_ff
+            else data
+            for i, data in enumerate(self.token_bytes)
+        )
+        return Vocabulary(
+            lifted,
+            self.eos_ids,
+            self.eos_ids | raw_ff,
+            self.kind,
+            self.name,
+            tuple((i, n) for i, n in self.special_names if i in self.eos_ids),
+            self.byte_fallback_ids - raw_ff,
+            self.codec,
+            viewed=self,
+        )
+
+    def canonical_ids(self, data: bytes) -> tuple[int, ...] | None:
+        """The tokenizer's own encoding of ``data`` when it spells ``data`` exactly, else None (text the
+        tokenizer normalizes, bytes that are not UTF-8). Special-token encodings in ``data``
+        (``refdecoder.special_token_bytes``) are their ids, where this vocabulary spells them so (a
+        :attr:`special_token_view`), and the text between them is encoded piece by piece — as a
+        tokenizer splits its input on special tokens before encoding the text."""
+        ids: list[int] = []
+        for piece in split_special_tokens(data) if 0xFF in data else [data]:
+            if isinstance(piece, int):
+                if not (0 <= piece < len(self.token_bytes)) or self.token_bytes[piece] != special_token_bytes(
+                    piece
+                ):
+                    return None
+                ids.append(piece)
+                continue
+            try:
+                text = piece.decode("utf-8")
+                encoded = self.encode(text)
+            except Exception:  # noqa: BLE001 - any tokenizer failure means "no canonical encoding"
+                return None
+            if self.decode(encoded) != piece:
+                return None
+            ids += encoded
+        return tuple(ids)
 
     def _check_id(self, token_id: int) -> None:
         if not 0 <= token_id < len(self.token_bytes):

@@ -200,6 +200,12 @@ def _certify(result: Mapping[str, Any]) -> tuple[list[Row], list[str]]:
                 value = b["profile"]["spec_s"].get(key)
                 _engine(row, name, value, _div(ref, value))
         rows.append(row)
+    ref_own = backends.get("reference", {}).get("own_s", {}).get("median")
+    own = _row("certify", "maskcert's own per spec, median", setting, "s", ref_own)
+    for name, b in backends.items():
+        if name != "reference" and "own_s" in b:
+            _engine(own, name, b["own_s"].get("median"), None)
+    rows.append(own)
     start = _row("certify", "one-time: backend start", setting, "s", None)
     for name, b in backends.items():
         if name != "reference":
@@ -328,14 +334,20 @@ SIZES: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
         "compile": {"limit": 24, "timeout": 10.0},
         "sampler": {"repeat": 50, "batch_sizes": (1, 8, 64), "vocab_sizes": (32000, 128000)},
         "serving": {"requests": 24},
-        "certify": {"limit": 20, "examples": 8},
+        "certify": {"limit": 10, "examples": 8, "minimize": 15.0, "backends": None, "isolate": None},
     },
     "small": {
         "masks": {"limit": 12, "budget": 90.0},
         "compile": {"limit": 16, "timeout": 5.0},
         "sampler": {"repeat": 20, "batch_sizes": (1, 8), "vocab_sizes": (32000, 128000)},
         "serving": {"requests": 16},
-        "certify": {"limit": 3, "examples": 2},
+        "certify": {
+            "limit": 3,
+            "examples": 2,
+            "minimize": 0.0,
+            "backends": ("reference", *ENGINES),
+            "isolate": None,
+        },
     },
 }
 
@@ -402,8 +414,17 @@ def run_part(
     if part == "certify":
         from maskcert.bench.certify import run_certify_bench
 
-        find_schemas(schemas)  # PartNotRun without the JSONSchemaBench data
-        return run_certify_bench(tokenizers[0], opts["limit"], examples=opts["examples"])
+        if schemas is None or not Path(schemas).exists():
+            find_schemas(None)  # PartNotRun without the JSONSchemaBench data (for a corpus name)
+        return run_certify_bench(
+            tokenizers[0],
+            opts["limit"],
+            examples=opts["examples"],
+            engines=opts["backends"],
+            schemas=schemas,
+            minimize_s=opts["minimize"],
+            isolate=opts["isolate"],
+        )
     raise ValueError(f"unknown benchmark part {part!r}: expected one of {PARTS}")
 
 

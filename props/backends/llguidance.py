@@ -10,6 +10,16 @@ EOS ids are passed as ``eos_token``, and the wrapper's tokenize function is the 
 "choice", ...)``); ``LLMatcher.validate_grammar_with_warnings`` is the compile step, and its error is
 the refusal.
 
+Special tokens and Lark (``refdecoder.Lark``, compiled with ``LLMatcher.grammar_from_lark``). In the
+``LLTokenizer`` every special id is ``b"\\xff" + its name`` — llguidance's marker, the one production
+gives it too: ``llguidance.hf.from_tokenizer`` hands the tokenizer.json to the Rust ``toktrie_hf``,
+which marks each added token with ``special: true`` the same way. So a Lark ``<|tool_call|>`` resolves
+to the special token named ``<|tool_call|>``, ``<[id]>`` to any id, and the token is never text: it is
+allowed only where the grammar names it, as the reference reads it. A spec whose ``special_tokens``
+table names an id the vocabulary calls otherwise is refused (the two sides would read different
+grammars). Structural tags are xgrammar's format, not llguidance's (its ``StructTag`` is another one):
+refused.
+
 An ``LLMatcher`` never raises for grammar or token errors: it enters a sticky error state
 (``_lib.pyi``, ``LLMatcher.__new__`` note). So the adapter never feeds it a token it would refuse:
 
@@ -21,7 +31,8 @@ An ``LLMatcher`` never raises for grammar or token errors: it enters a sticky er
   matcher in the error state); ``fork()`` is ``deep_copy``.
 * ``mask()`` is ``compute_bitmask`` (one bit per token, xgrammar's layout, EOS bits set by
   llguidance). After EOS llguidance keeps offering EOS; the adapter answers the empty mask then.
-* ``forced_bytes()`` is ``compute_ff_bytes``; ``validate(ids)`` is ``validate_tokens``.
+* ``forced_bytes()`` is ``compute_ff_bytes``, a forced special token (llguidance's ``b"\\xff[id]"``)
+  written as maskcert's ``refdecoder.special_token_bytes(id)``; ``validate(ids)`` is ``validate_tokens``.
 
 Releases. The adapter asks the installed llguidance what it has (:data:`FEATURES`, read once at
 import from the extension's ``__text_signature__`` and attributes, never from its version string):
@@ -78,7 +89,17 @@ from props.contract.backend import (
     Rejected,
     TokenOutcome,
 )
-from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
+from refdecoder import (
+    Choice,
+    Gbnf,
+    JsonProfile,
+    JsonSchema,
+    Lark,
+    Regex,
+    Spec,
+    StructuralTag,
+    special_token_bytes,
+)
 from refdecoder.bitmask import num_words
 from refdecoder.errors import MaskcertError
 from tokenizers_matrix import Vocabulary
@@ -179,6 +200,8 @@ def declared_profile(
         'string characters: [^"\\\\\\x00-\\x1F\\x7F] raw (U+007F must be escaped); no \\/ escape at all',
         "property order = order of 'properties' (docs/json_schema.md); additionalProperties default true",
         "regex dialect: Rust regex crate (grammar_from_regex); Gbnf through llguidance.grammar_from('gbnf')",
+        "special tokens: b'\\xff' + name in the LLTokenizer (as llguidance.hf.from_tokenizer marks added "
+        "special tokens): Lark <|name|> / <[id]> name them, and they are never text",
     ]
     if not general_unicode_escapes:
         notes.append(
@@ -233,7 +256,29 @@ class _Handle:
     limits: Any = None
 
 
+def _name_conflicts(spec: Lark, vocabulary: Vocabulary) -> Refused | None:
+    """A grammar whose special-token table names an id that is not that special token of the
+    vocabulary: llguidance resolves ``<|name|>`` in its tokenizer, the reference in the table, so the
+    two would read different grammars."""
+    for name, token_id in dict(spec.special_tokens).items():
+        if not 0 <= token_id < len(vocabulary) or vocabulary.special_name(token_id) != name:
+            own = (
+                vocabulary.token_repr(token_id)
+                if 0 <= token_id < len(vocabulary)
+                else "outside the vocabulary"
+            )
+            return Refused(
+                f"llguidance adapter: the grammar's table names special token {name!r} id {token_id}, but the "
+                f"vocabulary's id {token_id} is {own} (llguidance resolves <|name|> in its tokenizer)",
+                "special_tokens",
+                "",
+            )
+    return None
+
+
 _UNIMPLEMENTED = re.compile(r'Unimplemented keys: \["([^"]+)"')
+# A special token in compute_ff_bytes (llguidance 1.9.1 writes the token id in brackets after 0xFF).
+_FORCED_SPECIAL = re.compile(rb"\xff\[([0-9]+)\]")
 
 
 def _refused(message: str) -> Refused:
@@ -322,9 +367,23 @@ class LLGuidanceBackend:
                 return str(llg.grammar_from("gbnf", text))
             except ValueError as e:  # grammar_from's documented conversion failure
                 return Refused(f"llguidance: {e}", "", "")
+        if isinstance(spec, Lark):
+            # the grammar text as it is: <|name|> and <[id]> resolve in the LLTokenizer (module docstring)
+            return str(llg.LLMatcher.grammar_from_lark(spec.text))
+        if isinstance(spec, StructuralTag):
+            return Refused(
+                "llguidance adapter: xgrammar structural tags are not an llguidance spec kind "
+                "(llguidance's own StructTag is another format)",
+                "structural_tag",
+                "",
+            )
         return Refused(f"llguidance adapter: unknown spec type {type(spec).__name__}", "", "")
 
     def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
+        if isinstance(spec, Lark):
+            conflict = _name_conflicts(spec, vocabulary)
+            if conflict is not None:
+                return conflict
         tok = self._tokenizer(vocabulary)
         t0 = time.perf_counter()
         grammar = self._grammar(spec)
@@ -450,7 +509,8 @@ class LLGuidanceMatcher(NativeMatcher[llg.LLMatcher]):
             return b""
         out = bytes(self._m.compute_ff_bytes())
         self._check("compute_ff_bytes")
-        return out
+        # a forced special token comes as llguidance's b"\xff[id]"; maskcert writes it b"\xff" id b"\xfe"
+        return _FORCED_SPECIAL.sub(lambda m: special_token_bytes(int(m.group(1))), out)
 
     def validate(self, ids: Sequence[int]) -> int:
         if self._terminated():

@@ -29,6 +29,13 @@ died (signal, abort, exit)        :class:`WorkerCrashed` (exit status, log)     
 After a timeout or a crash the next ``compile`` starts a fresh child (a new generation); matchers
 and compiled handles of the dead one raise :class:`WorkerCrashed` ("stale handle"). One request at
 a time: a ``WorkerBackend`` is not for concurrent use from several threads (a lock serializes).
+
+A run's deadline (``WorkerBackend.deadline``, ``time.monotonic()``; ``certify --budget``) bounds every
+call as well: a call still unanswered :data:`DEADLINE_GRACE_S` after the deadline is cut (the child
+is killed) and raises :class:`DeadlineReached` with how long it ran; after the deadline no call is
+sent, and each raises :class:`DeadlineReached` without a time (no engine work was in progress).
+``DeadlineReached`` is a ``BaseException``, like ``KeyboardInterrupt``: no check, adapter or
+Hypothesis search swallows it on its way to whoever set the deadline.
 """
 
 from __future__ import annotations
@@ -68,7 +75,13 @@ __all__ = [
     "WorkerTimeout",
     "WorkerMemoryExceeded",
     "RemoteError",
+    "DeadlineReached",
+    "DEADLINE_GRACE_S",
 ]
+
+# How long a call in progress when the deadline arrives may still answer: a call that happened to be
+# in flight for a millisecond is not an engine running past the budget.
+DEADLINE_GRACE_S = 1.0
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -111,9 +124,17 @@ class WorkerTimeout(WorkerError):
 
     kind = "limits"
 
-    def __init__(self, operation: str, timeout_s: float, backend: str = "", log_tail: str = "") -> None:
+    def __init__(
+        self,
+        operation: str,
+        timeout_s: float,
+        backend: str = "",
+        log_tail: str = "",
+        elapsed_s: float | None = None,
+    ) -> None:
         self.timeout_s = timeout_s
         self.log_tail = log_tail
+        self.elapsed_s = timeout_s if elapsed_s is None else elapsed_s  # how long the call ran until killed
         super().__init__(operation, f"no answer within {timeout_s:g} s (worker killed)", backend)
 
 
@@ -141,6 +162,40 @@ class RemoteError(WorkerError):
         self.message = message
         self.remote_traceback = remote_traceback
         super().__init__(operation, f"{type_name}: {message}", backend)
+
+
+class DeadlineReached(BaseException):
+    """The run's deadline (:attr:`WorkerBackend.deadline`) arrived. ``seconds``: how long ``operation``
+    had been running in the worker when it was cut (the worker was killed), or None when the deadline
+    had passed before the call (nothing was sent: no engine work was in progress). ``allowed_s``: how
+    long the call could run (the time left when it started, plus :data:`DEADLINE_GRACE_S`).
+
+    A ``BaseException`` (see the module doc); ``kind`` is the finding a cut call becomes, as for a
+    :class:`WorkerError`. The message holds no measured time, so that a finding built from it has a
+    stable id (the times are in ``seconds`` and ``allowed_s``)."""
+
+    kind = "limits"
+
+    def __init__(
+        self,
+        operation: str,
+        seconds: float | None,
+        backend: str = "",
+        log_tail: str = "",
+        allowed_s: float | None = None,
+    ) -> None:
+        self.operation = operation
+        self.seconds = seconds
+        self.backend = backend
+        self.log_tail = log_tail
+        self.allowed_s = allowed_s
+        self.partial: Any = None  # what the caller had done when the call was cut (certify's CaseResult)
+        who = f"{backend} " if backend else ""
+        if seconds is None:
+            detail = "not started: the run's deadline had passed"
+        else:
+            detail = "still running when the run's deadline arrived (worker killed)"
+        super().__init__(f"{who}worker, {operation}: {detail}")
 
 
 class _RemoteTraceback(Exception):
@@ -393,6 +448,10 @@ class WorkerBackend:
     engine release installed there (:func:`props.backends.engines.install_engine`) is the one the
     adapter imports, whatever the environment has. Starting a worker takes a second or two (it imports
     the backend).
+
+    ``deadline`` (``time.monotonic()``, None: none) is the run's end (module doc): a call in progress
+    then is cut (:class:`DeadlineReached`), later calls are not sent. ``last_timeout`` is the last
+    :class:`WorkerTimeout` raised (how long the cut call ran: ``elapsed_s``).
     """
 
     faults_attributed = True
@@ -417,6 +476,8 @@ class WorkerBackend:
         )
         self.memory_mb = memory_mb
         self.start_timeout_s = start_timeout_s
+        self.deadline: float | None = None
+        self.last_timeout: WorkerTimeout | None = None
         self.generation = 0
         self.restarts = 0
         self._lock = threading.RLock()
@@ -474,6 +535,8 @@ class WorkerBackend:
 
     def _call(self, op: str, args: tuple[Any, ...], timeout_s: float) -> Any:
         with self._lock:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise DeadlineReached(_operation(op, args), None, self.name)
             proc = self._box[0]
             if proc is None or not proc.alive():
                 code = None if proc is None else proc.proc.returncode
@@ -494,9 +557,14 @@ class WorkerBackend:
             proc.requests.send((op, args))
         except (OSError, ValueError):
             self._dead(proc, op)
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        # The run's deadline, with its grace, cuts the call when it comes first (DeadlineReached).
+        cut = None if self.deadline is None else self.deadline + DEADLINE_GRACE_S
+        by_run = cut is not None and cut < deadline
+        end = cut if by_run and cut is not None else deadline
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = end - time.monotonic()
             try:
                 ready = proc.replies.poll(max(0.0, min(remaining, 0.5)))
             except (OSError, EOFError):
@@ -509,7 +577,11 @@ class WorkerBackend:
                 tail = proc.log_tail()
                 proc.kill()
                 self._box[0] = None
-                raise WorkerTimeout(op, timeout_s, self.name, tail)
+                elapsed = time.monotonic() - started
+                if by_run:
+                    raise DeadlineReached(_operation(op, args), elapsed, self.name, tail, end - started)
+                self.last_timeout = WorkerTimeout(op, timeout_s, self.name, tail, elapsed)
+                raise self.last_timeout
         try:
             reply = proc.replies.recv()
         except (OSError, EOFError):
@@ -554,6 +626,8 @@ class WorkerBackend:
     def compile(self, spec: Any, vocabulary: Vocabulary) -> CompileOutcome:
         """Compile in the worker (starting a new one if the last died). Refusals are values."""
         with self._lock:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise DeadlineReached("compile", None, self.name)  # no fresh worker to start for nothing
             if not self.alive:
                 self.restart()
             key = str(vocabulary.fingerprint)
@@ -585,6 +659,14 @@ class WorkerBackend:
         with self._lock:
             self._check_generation(handle.generation, "first_mask")
             return float(self._call("first_mask", (handle.id,), self.timeout_s))
+
+
+def _operation(op: str, args: tuple[Any, ...]) -> str:
+    """What a request does, in the words of the Backend protocol: ``compile``, or the matcher method
+    of a ``call`` (``mask``, ``accept``, ...)."""
+    if op == "call" and len(args) > 1:
+        return str(args[1])
+    return op
 
 
 def _remote_handle(compiled: Compiled, method: str) -> RemoteHandle:

@@ -19,6 +19,23 @@ A matcher wraps one ``xgrammar.GrammarMatcher`` and the list of ids it accepted:
   character, so it may be shorter than the true forced continuation); ``validate(ids)`` accepts the
   ids one by one and rolls back, the way vLLM's xgrammar backend checks speculative drafts.
 
+Structural tags (``refdecoder.StructuralTag``, ``GrammarCompiler.compile_structural_tag``). A tag names
+special tokens (``{"type": "token", "token": "<|tool_call|>"}``, ``exclude_tokens``, the
+``token_triggered_tags`` triggers), and xgrammar resolves such a name in its ``TokenizerInfo``'s decoded
+vocabulary: a special token must have its text there. Over the raw bytes above a special id is ``""``,
+which xgrammar classifies as special (``TokenizerInfo.special_token_ids``) and never allows, so a tag
+naming it by id allows nothing and naming it by text fails ("Token string ... not found in vocabulary").
+So structural tags compile on a second ``GrammarCompiler`` per vocabulary whose ``TokenizerInfo`` gives
+each named special id its text (``Vocabulary.special_names``; unnamed special ids stay ``""``). That is
+what production builds: vLLM's and SGLang's xgrammar backends call
+``TokenizerInfo.from_huggingface(tokenizer, vocab_size=..., stop_token_ids=...)``, which fills
+``encoded_vocab`` from ``tokenizer.get_vocab()`` — every added and special token with its content as
+text. The consequence (declared in the profile notes): in xgrammar a special token is a token whose text
+is its name, allowed where the tag names it and also wherever that text is allowed (``any_text``
+without ``excludes``, JSON strings); ``get_model_structural_tag(exclude_special_tokens=True)`` is how
+the templates keep them out of free text. The reference reads a special token as one terminal, allowed
+only where the tag names it, so the first shows as findings.
+
 Releases. The adapter asks the installed xgrammar what it has, never its version string
 (:data:`FEATURES`, read once at import):
 
@@ -40,7 +57,8 @@ import inspect
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,11 +84,20 @@ from props.contract.backend import (
     Rejected,
     TokenOutcome,
 )
-from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
+from props.corpus.toolcalls import TagOptions, TagRecord, registered_templates, tool_call_tags
+from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Lark, Regex, Spec, StructuralTag
 from refdecoder.bitmask import num_words
 from tokenizers_matrix import Vocabulary
 
-__all__ = ["XGrammarBackend", "XGrammarMatcher", "declared_profile", "FEATURES", "ROLLBACK_LIMIT"]
+__all__ = [
+    "XGrammarBackend",
+    "XGrammarMatcher",
+    "declared_profile",
+    "FEATURES",
+    "ROLLBACK_LIMIT",
+    "model_templates",
+    "model_structural_tags",
+]
 
 _VERSION = dist_version("xgrammar")
 
@@ -85,6 +112,9 @@ FEATURES: dict[str, bool] = {
     # releases take any array (numpy's ArrayLike in the annotation)
     "torch_bitmask": "torch"
     in str(inspect.signature(xgr.GrammarMatcher.fill_next_token_bitmask).parameters["bitmask"].annotation),
+    # the structural-tag JSON form ({"type": "structural_tag", "format": ...}, xgrammar.structural_tag):
+    # 0.1.2x and later; older releases take only the deprecated (tags, triggers) form
+    "structural_tag": hasattr(xgr, "structural_tag") and hasattr(xgr, "StructuralTag"),
 }
 #: The rollback history the adapter asks of releases whose default is none (``bounded_rollback``).
 ROLLBACK_LIMIT = 1 << 20
@@ -135,6 +165,10 @@ def declared_profile(
         "property order = schema order (any_order=False: 'properties follow the schema's declared order')",
         "regex dialect: ECMAScript-like (xgrammar regex_converter); lookahead is ignored with a warning",
         "EOS: stop_token_ids = the vocabulary's EOS ids; special ids are empty strings (never allowed)",
+        "structural tags: compiled with a TokenizerInfo in which every named special token has its name as "
+        "text, as vLLM/SGLang build it (TokenizerInfo.from_huggingface reads get_vocab()): a tag's token "
+        "formats resolve names there, and xgrammar allows a special token wherever its text is allowed too "
+        "(any_text without excludes, JSON strings); unnamed special ids stay empty strings (never allowed)",
     ]
     if strict_mode:
         notes.append(
@@ -184,6 +218,59 @@ def _refusal(e: RuntimeError) -> Refused | None:
     return Refused(f"xgrammar: {reason}", keyword, "")
 
 
+# xgrammar 0.2.9's GrammarCompiler.compile_structural_tag reports an invalid tag or invalid JSON (its
+# documented InvalidStructuralTagError / InvalidJSONError) as a failed C++ Check with this text: a
+# refusal of the tag, not an internal assertion.
+_TAG_ERROR = re.compile(r"(Invalid structural tag error|Invalid JSON error): (.*)", re.S)
+
+
+def _tag_refusal(e: RuntimeError) -> Refused | None:
+    documented = tuple(
+        getattr(getattr(xgr, "exception", None), name, RuntimeError)
+        for name in ("InvalidStructuralTagError", "InvalidJSONError")
+    )
+    if type(e) is not RuntimeError and isinstance(e, documented):
+        return Refused(f"xgrammar: {str(e).strip()[:500]}", "structural_tag", "")
+    m = _TAG_ERROR.search(str(e))
+    if m is None:
+        return _refusal(e)
+    detail = " ".join(m.group(2).split())[:500]
+    return Refused(
+        f"xgrammar: {m.group(1)}: {detail} (raised as a failed Check, not as the documented exception)",
+        "structural_tag",
+        "",
+    )
+
+
+def _special_token_texts(vocabulary: Vocabulary) -> list[bytes]:
+    """The encoded vocabulary of a ``TokenizerInfo`` as production builds it (module docstring,
+    "Structural tags"): text tokens as their bytes, each named special id as its name, others ``b""``."""
+    return [
+        b if b is not None else (vocabulary.special_name(i) or "").encode("utf-8")
+        for i, b in enumerate(vocabulary.token_bytes)
+    ]
+
+
+def _name_conflicts(spec: StructuralTag, vocabulary: Vocabulary) -> Refused | None:
+    """A tag whose special-token table names an id the vocabulary spells otherwise: xgrammar resolves
+    names in the vocabulary, the reference in the table, so the two would read different tags."""
+    for name, token_id in dict(spec.special_tokens).items():
+        if not 0 <= token_id < len(vocabulary):
+            return Refused(
+                f"xgrammar adapter: special token {name!r} is id {token_id}, outside the vocabulary"
+            )
+        text = vocabulary.token_bytes[token_id]
+        own = vocabulary.special_name(token_id) if text is None else text.decode("utf-8", "replace")
+        if own != name:
+            return Refused(
+                f"xgrammar adapter: the tag's table names id {token_id} {name!r}, but the vocabulary's token "
+                f"{token_id} is {own!r} (xgrammar resolves token names in the vocabulary)",
+                "special_tokens",
+                "",
+            )
+    return None
+
+
 def _ebnf_literal(text: str) -> str:
     """``text`` as an xgrammar EBNF string literal (JSON escapes, which its grammar parser accepts)."""
     return json.dumps(text, ensure_ascii=False)
@@ -222,12 +309,25 @@ class XGrammarBackend:
         self._compilers: PerVocabulary[xgr.GrammarCompiler] = PerVocabulary(
             self._build_compiler, max_compilers
         )
+        # structural tags: special tokens keep their text (module docstring, "Structural tags")
+        self._tag_compilers: PerVocabulary[xgr.GrammarCompiler] = PerVocabulary(
+            self._build_tag_compiler, max_compilers
+        )
 
     def _compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
         return self._compilers.get(vocabulary)
 
+    def _tag_compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
+        """The compiler of structural tags (module docstring, "Structural tags")."""
+        return self._tag_compilers.get(vocabulary)
+
+    def _build_tag_compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
+        return self._raw_compiler(vocabulary, _special_token_texts(vocabulary))
+
     def _build_compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
-        encoded = [b if b is not None else b"" for b in vocabulary.token_bytes]
+        return self._raw_compiler(vocabulary, [b if b is not None else b"" for b in vocabulary.token_bytes])
+
+    def _raw_compiler(self, vocabulary: Vocabulary, encoded: list[bytes]) -> xgr.GrammarCompiler:
         info = xgr.TokenizerInfo(
             encoded,
             xgr.VocabType.RAW,
@@ -241,7 +341,16 @@ class XGrammarBackend:
         """Compile with xgrammar; its converter/parser errors are refusals, assertion failures are not.
 
         A ``JsonSchema`` is compiled with this backend's options (its ``profile`` is the reference's
-        business: the certifier compiles the reference with :attr:`profile`)."""
+        business: the certifier compiles the reference with :attr:`profile`). A ``StructuralTag``
+        compiles on the compiler whose special tokens keep their text (module docstring)."""
+        if isinstance(spec, Lark):
+            return Refused(
+                "xgrammar adapter: Lark grammars (llguidance's dialect) are not an xgrammar spec kind",
+                "lark",
+                "",
+            )
+        if isinstance(spec, StructuralTag):
+            return self._compile_tag(spec, vocabulary)
         compiler = self._compiler(vocabulary)
         t0 = time.perf_counter()
         try:
@@ -268,6 +377,36 @@ class XGrammarBackend:
                 return Refused(f"xgrammar adapter: unknown spec type {type(spec).__name__}", "", "")
         except RuntimeError as e:
             refused = _refusal(e)
+            if refused is None:
+                raise
+            return refused
+        handle = _Handle(
+            grammar, len(vocabulary.token_bytes), frozenset(vocabulary.eos_ids), tuple(vocabulary.token_bytes)
+        )
+        return Compiled(handle, (time.perf_counter() - t0) * 1000)
+
+    def _compile_tag(self, spec: StructuralTag, vocabulary: Vocabulary) -> CompileOutcome:
+        if not FEATURES["structural_tag"]:
+            return Refused(
+                f"xgrammar {_VERSION}: no structural tags in their JSON form (xgrammar.structural_tag)",
+                "structural_tag",
+                "",
+            )
+        conflict = _name_conflicts(spec, vocabulary)
+        if conflict is not None:
+            return conflict
+        compiler = self._tag_compiler(vocabulary)
+        # xgrammar takes {"type": "structural_tag", "format": ...}; the spec may be the bare format
+        tag = (
+            spec.tag
+            if spec.tag.get("type") == "structural_tag"
+            else {"type": "structural_tag", "format": spec.tag}
+        )
+        t0 = time.perf_counter()
+        try:
+            grammar = compiler.compile_structural_tag(json.dumps(tag))
+        except RuntimeError as e:
+            refused = _tag_refusal(e)
             if refused is None:
                 raise
             return refused
@@ -365,6 +504,19 @@ class XGrammarMatcher(NativeMatcher[xgr.GrammarMatcher]):
 
     def __repr__(self) -> str:
         return f"XGrammarMatcher(num_accepted={len(self._ids)}, terminated={self.is_terminated()})"
+
+
+def model_templates() -> tuple[str, ...]:
+    """The model templates the installed xgrammar registers for ``get_model_structural_tag``."""
+    return registered_templates(xgr)
+
+
+def model_structural_tags(tools: list[dict[str, Any]], options: Sequence[TagOptions]) -> list[TagRecord]:
+    """The structural tag xgrammar's own ``get_model_structural_tag`` makes of ``tools`` for each of
+    ``options`` (their ``tools`` field is ignored: the list given is used), or the engine's refusal
+    (``props.corpus.toolcalls.tool_call_tags``; ``maskcert certify --tools``)."""
+    keyed = [replace(o, tools="tools") for o in options]
+    return tool_call_tags(xgr, keyed, {"tools": tools})
 
 
 if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)

@@ -191,6 +191,12 @@ class XGrammarHFBackend(XGrammarBackend):
             info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=width, stop_token_ids=stop)
         return xgr.GrammarCompiler(info, max_threads=self.max_threads, cache_enabled=self.cache_enabled)
 
+    def _tag_compiler(self, vocabulary: Vocabulary) -> xgr.GrammarCompiler:
+        # structural tags on the processor's own TokenizerInfo: from_huggingface gives special tokens
+        # their text, as production does (with tokenizer_info="raw" they are empty, and a tag cannot
+        # name them)
+        return self._compiler(vocabulary)
+
     def compile(self, spec: Spec, vocabulary: Vocabulary) -> CompileOutcome:
         t0 = time.perf_counter()
         outcome = super().compile(spec, vocabulary)

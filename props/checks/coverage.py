@@ -20,6 +20,7 @@ every found position is covered or was tried, or the walk or time budget ends.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
@@ -115,6 +116,36 @@ class Coverage:
             self.covered |= positions(s, g)
 
 
+# explore() per spec: positions and their shortest prefixes, without states (those belong to one
+# grammar object). A spec's reference grammar is over bytes, the same for every vocabulary, and the
+# search (256 advances per state) is most of the coverage step's own time on small vocabularies.
+# Kinds whose grammar may name a vocabulary's special tokens are not shared.
+_EXPLORED: dict[tuple[str, ...], Explored] = {}
+_SHARED_KINDS = frozenset({"json_schema", "regex", "choice"})
+
+
+def _explored(t: Target, max_states: int) -> Explored:
+    """:func:`explore` of ``t``'s grammar; for a spec explored before (on another vocabulary), its
+    positions and prefixes with the states left None (:func:`guided_walks` advances the prefix)."""
+    if str(t.spec.kind) not in _SHARED_KINDS:
+        return explore(t.reference.grammar, max_states)
+    key = (
+        str(t.spec.kind),
+        t.spec.digest,
+        json.dumps(t.spec.profile, sort_keys=True, default=str),
+        repr(t.profile.json),
+        str(max_states),
+    )
+    shared = _EXPLORED.get(key)
+    if shared is not None:
+        return shared
+    ex = explore(t.reference.grammar, max_states)
+    if len(_EXPLORED) >= 256:
+        _EXPLORED.clear()
+    _EXPLORED[key] = Explored({p: (prefix, None) for p, (prefix, _) in ex.first.items()}, ex.exhaustive)
+    return ex
+
+
 def _cost(prefix: bytes) -> tuple[int, int]:
     return sum(prefix.count(w) for w in (b" ", b"\t", b"\n", b"\r")), len(prefix)
 
@@ -141,7 +172,7 @@ def guided_walks(
     cov = Coverage(g)
     for ids in walked:
         cov.observe(t.token_bytes(int(i)) or b"" for i in ids)
-    ex = explore(g, max_states)
+    ex = _explored(t, max_states)
     # Structure before whitespace: positions reached without whitespace first, shortest prefix first.
     todo = sorted((p for p in ex.first if p not in cov.covered), key=lambda p: _cost(ex.first[p][0]))
     found: list[Finding] = []
@@ -154,6 +185,10 @@ def guided_walks(
             break
         tried.add(p)
         prefix, state = ex.first[p]
+        if state is None:  # explored on an earlier target of the same spec: this grammar's state
+            state = g.advance(g.initial(), prefix)
+            if state is None:
+                continue
         rest = complete_bytes(g, state)
         if rest is None:
             rest = shortest_completion(g, state, max_states=1000)

@@ -60,7 +60,7 @@ from props.contract.findings import (
     SpecKind,
     SpecRef,
 )
-from refdecoder import Accepted, Grammar
+from refdecoder import Accepted, Grammar, split_special_tokens
 from refdecoder import Matcher as RefMatcher
 from tokenizers_matrix import Vocabulary
 
@@ -290,7 +290,8 @@ def signature(f: Finding, grammar: Grammar | None = None) -> str:
     here = _context(f, f.prefix_bytes, len(f.prefix_bytes))
     if inv is Invariant.LIVENESS:
         return f"{inv}|blocks everything|{here}|-"
-    if not token:  # a token without bytes: a special token
+    # a token without bytes, or one a grammar naming special tokens reads as its encoding: a special token
+    if not token or [type(p) for p in split_special_tokens(token)] == [int]:
         return f"{inv}|{'allows' if inv is Invariant.SOUNDNESS else 'blocks'}|{here}|special token"
     if inv is Invariant.SOUNDNESS:
         i = _dying_byte(grammar, f.prefix_bytes, token)
@@ -413,12 +414,39 @@ def _walk_ids(t: Target, ids: Sequence[int]) -> tuple[list[int], bool]:
     return out, True
 
 
+def for_replay(t: Target) -> Target:
+    """``t`` set up for minimization's replays: completeness certificates are not classified by a
+    segmentation search (its three levels are one signature, and the search is most of a replay's
+    engine calls), unless the backend declares canonical tokenizations only (then the level decides
+    whether there is a finding at all). :func:`minimize_defect` classifies the finding it keeps."""
+    if not t.profile.canonical_tokenization_only:
+        t.segmentation_search = False
+    return t
+
+
+def _classified(
+    f: Finding, sig: str, backend: Backend, vocab: Vocabulary, grammar_of: Callable[[Finding], Grammar | None]
+) -> Finding:
+    """``f`` (a replay's finding, its completeness level not searched) found again by the same walk
+    text with the segmentation search on, so its level is the one certify would report; ``f`` itself
+    when it needs no search or the walk does not show the signature again."""
+    if (f.certificate or {}).get("segmentation_search") != "not searched":
+        return f
+    what = walk_text(f)
+    t = prepare(backend, f.spec, vocab)
+    if what is None or isinstance(t, NotChecked):
+        return f
+    again = _replay_text(t, what[0], what[1], sig, grammar_of)
+    return f if again is None else again
+
+
 def _replay(backend: Backend, vocab: Vocabulary, f: Finding, candidate: SpecRef) -> list[Finding]:
     """The findings that ``f``'s own walk shows on ``candidate``: the same token ids (its witness for a
     blocking finding, its prefix for an allowing one), the same invalid output, the same serving walk."""
     t = prepare(backend, candidate, vocab)
     if isinstance(t, NotChecked):
         return list(t.findings)
+    for_replay(t)
     cert = f.certificate or {}
     invalid = cert.get("invalid_text")
     if isinstance(invalid, bytes):
@@ -473,7 +501,8 @@ def minimize_defect(
     key = json.dumps(result.spec.source, sort_keys=True, default=str)
     found = last[key]
     shorter = shorten_witness(found, defect.signature, backend, vocab, grammar_of, deadline=deadline)
-    return Reduced(shorter.finding, result.steps + 1 + shorter.calls, result.exhausted or shorter.exhausted)
+    kept = _classified(shorter.finding, defect.signature, backend, vocab, grammar_of)
+    return Reduced(kept, result.steps + 1 + shorter.calls, result.exhausted or shorter.exhausted)
 
 
 # -- witness shortening -------------------------------------------------------------------------------
@@ -545,7 +574,8 @@ def shorten_witness(
     replayed with :func:`check_walk` (its findings then carry the reference's shortest completion as
     their witness); an invalid-output candidate must stay invalid for the independent validator and
     is replayed with :func:`check_invalid`. Of the findings with signature ``sig`` on the shortest
-    candidate, the one with the shortest witness is kept. Bounded by ``deadline`` (``time.monotonic``)
+    candidate, the one with the shortest witness is kept (replays skip the segmentation search,
+    :func:`for_replay`; the kept finding is classified with it). Bounded by ``deadline`` (``time.monotonic``)
     and ``max_calls`` replays; the engine runs in whatever process ``backend`` lives in (its worker)."""
     import time
 
@@ -558,6 +588,7 @@ def shorten_witness(
     t = prepare(backend, f.spec, vocab)
     if isinstance(t, NotChecked):
         return Shortened(f, 0, False)
+    for_replay(t)
     calls = [0]
     exhausted = [False]
     memo: dict[bytes, Finding | None] = {text: f}
@@ -578,7 +609,7 @@ def shorten_witness(
         if compact != text and replay(compact) is not None:
             best = compact
     best = bytes(ddmin(list(best), lambda c: replay(bytes(c)) is not None, 0))
-    result = memo.get(best) or f
+    result = _classified(memo.get(best) or f, sig, backend, vocab, grammar_of)
     return Shortened(result, calls[0], exhausted[0])
 
 

@@ -38,16 +38,18 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 import refdecoder
+from props.checks.clock import current as current_clock
+from props.checks.clock import phase as clock_phase
 from props.checks.witness import canonical_ids, shortest_completion, splits_character
 from props.contract import operations as op
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import Backend, Compiled, DeclaredProfile, Refused
-from props.contract.findings import Finding, Invariant, SpecRef
+from props.contract.findings import SPECIAL_TOKEN_KINDS, Finding, Invariant, SpecRef
 from props.contract.operations import Op
 from refdecoder import JsonProfile, Spec, TokenGrammar
 from refdecoder import Matcher as RefMatcher
@@ -73,6 +75,14 @@ _PER_STEP = 2
 _COMPLETION_STEPS = 48  # tokens the backend may take to finish a soundness completion
 _SEGMENTATION_FORKS = 256  # backend forks when searching a segmentation of a witness
 UNDECIDED = "undecided"  # Target.validate: the independent validator cannot judge this output
+
+
+def show_bytes(data: bytes, spec: SpecRef) -> str:
+    """``data`` for a message: its ``repr``, or, for a spec that names special tokens, its text with
+    each special token by name (``<|tool_call|>``) or as ``<[id]>`` — never raw 0xFF bytes."""
+    if spec.kind in SPECIAL_TOKEN_KINDS and 0xFF in data:
+        return repr(refdecoder.render_text(data, spec.special_names))
+    return repr(data)
 
 
 def make_spec(ref: SpecRef, profile: JsonProfile) -> Spec:
@@ -120,6 +130,20 @@ class Target:
     certified: Counter[str] = field(default_factory=Counter)
     suppressed: Counter[str] = field(default_factory=Counter)
     _seen: set[tuple[Any, ...]] = field(default_factory=set)
+    # Facts about the compiled spec on both sides, memoized for the target's completeness certificates
+    # (Hypothesis replays and every walk through the same masked token meet the same ones again), so
+    # they survive fresh(): the reference's witness per (prefix ids, token), whether the backend takes a
+    # token sequence (then EOS), and _segmentation_exists per witness.
+    witnesses: dict[tuple[tuple[int, ...], int], tuple[bytes, bytes] | None] = field(default_factory=dict)
+    passes: dict[tuple[int, ...], bool] = field(default_factory=dict)
+    segmentations: dict[bytes, bool | None] = field(default_factory=dict)
+    # False: a completeness certificate is not classified by searching the witness's segmentations
+    # (no completeness_byte; the certificate says "not searched"). For defect minimization's replays,
+    # where the three completeness levels are one signature (props.checks.defects.for_replay).
+    segmentation_search: bool = True
+    # Instances derived from the valid texts, shared by the steps that walk them (targeted.spellings
+    # for both check_targeted and check_numbers), keyed by what they were derived from.
+    derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     # Instances walked, by "valid|invalid/source" (corpus, reference, hypothesis-jsonschema, ...), and
     # why a source gave none: the report shows both, so a source that stops producing is seen.
     instances: Counter[str] = field(default_factory=Counter)
@@ -131,8 +155,7 @@ class Target:
         v = self.vocab
         self.size = len(v)
         self.eos = np.array(sorted(v.eos_ids), dtype=np.int64)
-        self.text = np.zeros(self.size, dtype=bool)
-        self.text[list(v.text_ids)] = True  # the vocabulary caches its text ids
+        self.text = _text_mask(v, self.size)
         self.timings["backend_compile_ms"].append(self.compiled.compile_ms)
 
     # -- building findings ------------------------------------------------------------------------
@@ -142,8 +165,8 @@ class Target:
             backend=self.backend.name,
             backend_version=self.backend.version,
             spec=self.spec,
-            tokenizer=self.vocab.name,
-            tokenizer_fingerprint=self.vocab.fingerprint,
+            tokenizer=self.vocab.original.name,
+            tokenizer_fingerprint=self.vocab.original.fingerprint,
             prefix_ids=tuple(prefix_ids),
             prefix_bytes=self.vocab.decode(prefix_ids) if prefix_ids else b"",
             **kw,
@@ -153,7 +176,8 @@ class Target:
         return Guarded(_call("matcher", self.backend.matcher, compiled or self.compiled))
 
     def compile_again(self) -> Any:
-        return _call("compile", self.backend.compile, make_spec(self.spec, self.profile.json), self.vocab)
+        engine_vocab = self.vocab.original  # the engine's vocabulary, not the special-token view
+        return _call("compile", self.backend.compile, make_spec(self.spec, self.profile.json), engine_vocab)
 
     def fault(self, e: BackendFault, prefix: Sequence[int] = (), token: int | None = None) -> Finding:
         """The crash finding for ``e``, raised after ``prefix`` was accepted (while accepting ``token``,
@@ -184,10 +208,12 @@ class Target:
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
-        """Add the time the block takes to ``phases[phase]`` (nested phases count in both)."""
+        """Add the time the block takes to ``phases[phase]`` (nested phases count in both), and charge
+        it to ``phase`` on the clock in effect (:mod:`props.checks.clock`: exclusive, own and engine)."""
         t0 = time.perf_counter()
         try:
-            yield
+            with clock_phase(phase):
+                yield
         finally:
             self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - t0
 
@@ -200,7 +226,8 @@ class Target:
 
     def reference_mask(self, r: RefMatcher) -> np.ndarray:
         t0 = time.perf_counter()
-        packed = r.mask()
+        with clock_phase("reference masks"):
+            packed = r.mask()
         self.timings["reference_mask_ms"].append((time.perf_counter() - t0) * 1000)
         return mask_bits(packed, self.size)
 
@@ -211,11 +238,26 @@ class Target:
         b = self.vocab.token_bytes[token_id]
         return None if b is None else bytes(b)
 
+    def show(self, data: bytes | None) -> str:
+        """``data`` for a message (:func:`show_bytes`: special tokens by name)."""
+        return repr(None) if data is None else show_bytes(data, self.spec)
+
     def validate(self, data: bytes) -> str | None:
         """The independent validator's objection to ``data`` (None: valid); :data:`UNDECIDED` when it
-        cannot judge (then no certificate is built on it)."""
+        cannot judge (then no certificate is built on it).
+
+        Structural tags go to ``props.corpus.structural_tag_check`` (written from xgrammar's
+        documentation; special tokens in ``data`` are their ids there). Lark grammars have no
+        independent validator yet (``props.corpus`` refuses them): their outputs are judged by the
+        reference grammar itself, and :meth:`validator_name` says so on every certificate."""
         from props.corpus import CorpusError, validate_output
 
+        if self.spec.kind == "structural_tag":
+            return self._validate_tag(data)
+        if self.spec.kind in SPECIAL_TOKEN_KINDS:
+            if self.reference.grammar.accepts(data):
+                return None
+            return "not in the language of the reference grammar (no independent validator for this kind)"
         try:
             return validate_output(self.spec, data)
         except CorpusError as e:
@@ -223,6 +265,35 @@ class Target:
                 f"{self.spec.name}: the independent validator cannot judge {data[:80]!r}: {e}"
             )
             return UNDECIDED
+
+    def _validate_tag(self, data: bytes) -> str | None:
+        """:meth:`validate` for a structural tag: the independent checker's verdict on ``data`` as text
+        and special-token ids."""
+        from props.corpus import CorpusError
+        from props.corpus.structural_tag_check import Undecided, verdict
+
+        parts: list[str | int] = []
+        for piece in refdecoder.split_special_tokens(data):
+            if isinstance(piece, int):
+                parts.append(piece)
+                continue
+            try:
+                parts.append(piece.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                return f"not UTF-8: {e.reason} at byte {e.start} of a text stretch"
+        src = self.spec.source
+        try:
+            got = verdict(src["tag"], parts, src.get("special_tokens") or {})
+        except CorpusError as e:
+            self.self_check.append(f"{self.spec.name}: the structural-tag checker cannot read the tag: {e}")
+            return UNDECIDED
+        if isinstance(got, Undecided):
+            self.self_check.append(
+                f"{self.spec.name}: the structural-tag checker cannot judge "
+                f"{refdecoder.render_text(data, self.spec.special_names)[:80]!r}: {'; '.join(got.reasons)}"
+            )
+            return UNDECIDED
+        return None if got else "not in the tag's language (independent structural-tag checker)"
 
     def validator_name(self) -> str:
         if self.spec.kind == "json_schema":
@@ -234,15 +305,34 @@ class Target:
             "regex": "re.fullmatch",
             "gbnf": "props.corpus.gbnf_check (independent Earley parser)",
             "choice": "membership in the choice list",
+            "lark": "refdecoder's own Lark grammar (no independent validator for Lark yet)",
+            "structural_tag": "props.corpus.structural_tag_check (independent, from xgrammar's documentation)",
         }[self.spec.kind]
+
+
+_TEXT: dict[tuple[str, int], np.ndarray] = {}
+
+
+def _text_mask(v: Vocabulary, size: int) -> np.ndarray:
+    """Which ids are text tokens (read-only), memoized per vocabulary: every target needs it, and
+    building it takes milliseconds at 128k."""
+    key = (v.fingerprint, size)
+    text = _TEXT.get(key)
+    if text is None:
+        if len(_TEXT) >= 16:
+            _TEXT.clear()
+        text = np.zeros(size, dtype=bool)
+        text[list(v.text_ids)] = True  # the vocabulary caches its text ids
+        text.flags.writeable = False
+        _TEXT[key] = text
+    return text
 
 
 def mask_bits(mask: Any, size: int) -> np.ndarray:
     """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
-    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype=np.int32).astype(
-        "<i4"
-    )
-    return np.unpackbits(words.view(np.uint8), bitorder="little")[:size].astype(bool)
+    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype="<i4")
+    bits = np.unpackbits(words.view(np.uint8), count=min(size, 32 * len(words)), bitorder="little")
+    return bits.view(bool)  # unpackbits gives 0/1 bytes: a bool view, not a copy
 
 
 class BackendFault(Exception):
@@ -256,12 +346,18 @@ class BackendFault(Exception):
 
 
 def _call(operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+    clock = current_clock()  # the time inside is the engine's (props.checks.clock), not maskcert's
+    if clock is not None:
+        clock.engine_enter()
     try:
         return fn(*args)
     except AdapterFault:
         raise
     except Exception as e:  # noqa: BLE001 - anything but a typed outcome is a finding (docs/style.md §7)
         raise _attributed(operation, fn, e) from e
+    finally:
+        if clock is not None:
+            clock.engine_leave()
 
 
 def _adapter_modules(obj: Any) -> frozenset[str]:
@@ -327,8 +423,8 @@ def backend_failure(
         backend=getattr(backend, "name", "?"),
         backend_version=getattr(backend, "version", "?"),
         spec=spec,
-        tokenizer=vocab.name,
-        tokenizer_fingerprint=vocab.fingerprint,
+        tokenizer=vocab.original.name,
+        tokenizer_fingerprint=vocab.original.fingerprint,
         backend_verdict=f"{type(e).__name__} during {operation}",
         reference_verdict="a typed outcome (Compiled/Refused, Accepted/Rejected)",
         message=f"{operation}: {type(e).__name__}: {str(e)[:500]}",
@@ -356,14 +452,17 @@ def failure_at(f: Finding, vocab: Vocabulary, prefix: Sequence[int], token: int 
 def prepare(
     backend: Backend, spec: SpecRef, vocab: Vocabulary, limits: refdecoder.Limits | None = None
 ) -> Target | NotChecked:
-    """Compile ``spec`` on both sides for ``vocab``; a :class:`Target` when both compiled."""
+    """Compile ``spec`` on both sides for ``vocab``; a :class:`Target` when both compiled. A spec that
+    names special tokens by name without a table gets ``vocab``'s (``SpecRef.naming_special_tokens``)."""
     profile: DeclaredProfile = backend.profile
+    spec = spec.naming_special_tokens(vocab.special_names)
     judged = profile_spec_ref(spec, profile)
     ref_reason = ""
     reference: TokenGrammar | None = None
     try:
-        grammar = refdecoder.compile(make_spec(spec, profile.json), limits)
-        reference = TokenGrammar(grammar, vocab)
+        with clock_phase("reference compile"):
+            grammar = refdecoder.compile(make_spec(spec, profile.json), limits)
+            reference = TokenGrammar(grammar, vocab)
     except refdecoder.Unsupported as e:
         ref_reason = f"unsupported {e.keyword} at {e.where or '/'}: {e.reason}"
     except refdecoder.LimitExceeded as e:
@@ -371,7 +470,8 @@ def prepare(
     except refdecoder.SpecError as e:
         ref_reason = f"invalid spec: {e}"
     try:
-        outcome = _call("compile", backend.compile, make_spec(spec, profile.json), vocab)
+        with clock_phase("engine compile"):
+            outcome = _call("compile", backend.compile, make_spec(spec, profile.json), vocab)
     except BackendFault as fault:
         f = backend_failure(backend, judged, vocab, "compile", fault.error)
         return NotChecked("backend", f.message, (f,))
@@ -383,7 +483,11 @@ def prepare(
         return NotChecked(side, reason)
     if reference is None:
         return NotChecked("reference", ref_reason, backend_compiled=outcome)
-    return Target(backend, judged, vocab, reference, outcome, profile)
+    # A grammar that names special tokens reads each as its encoding (docs/design.md §2): the checks'
+    # byte strings do too, through the special-token view (same ids; engines and findings see
+    # ``vocab`` itself, ``Target.vocab.original``).
+    seen = vocab.special_token_view if reference.reads_special_tokens else vocab
+    return Target(backend, judged, seen, reference, outcome, profile)
 
 
 # -- one step -------------------------------------------------------------------------------------
@@ -435,8 +539,8 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
             return None
         if error is None:
             t.self_check.append(
-                f"{t.spec.name}: the reference says {tb!r} after {t.vocab.decode(prefix)!r} has no completion, "
-                f"but {t.validator_name()} accepts the backend's output {output!r}"
+                f"{t.spec.name}: the reference says {t.show(tb)} after {t.show(t.vocab.decode(prefix))} has no "
+                f"completion, but {t.validator_name()} accepts the backend's output {t.show(output)}"
             )
             return None
         cert.update(
@@ -453,7 +557,7 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
         backend_verdict="allowed",
         reference_verdict="masked: no string of the language continues this prefix with this token",
         reference_allows=False,
-        message=f"allows token {token} {tb!r} after {len(prefix)} tokens, but no valid output continues that way"
+        message=f"allows token {token} {t.show(tb)} after {len(prefix)} tokens, but no valid output continues that way"
         + (" (the backend then finished an output the validator rejects)" if "completion" in cert else ""),
         certificate=cert,
         walk=walk,
@@ -476,7 +580,7 @@ def _witness(t: Target, r: RefMatcher, token: int) -> tuple[bytes, bytes] | None
         return None
     if error is not None:
         t.self_check.append(
-            f"{t.spec.name}: the reference's witness {full!r} is rejected by {t.validator_name()}: {error}"
+            f"{t.spec.name}: the reference's witness {t.show(full)} is rejected by {t.validator_name()}: {error}"
         )
         return None
     return rest, full
@@ -494,9 +598,24 @@ def _passes(t: Target, ids: Sequence[int], final_eos: bool = True) -> bool:
     return t.eos_of(bits)
 
 
+def _passes_once(t: Target, ids: tuple[int, ...]) -> bool:
+    """:func:`_passes` (then EOS), memoized per target (``Target.passes``)."""
+    if ids not in t.passes:
+        t.passes[ids] = _passes(t, ids)
+    return t.passes[ids]
+
+
 def _segmentation_exists(t: Target, data: bytes) -> bool | None:
     """Depth-first over segmentations of ``data`` that the backend allows, forking at each choice:
-    True if one reaches EOS, False if none does (exhaustive), None if the fork budget ran out."""
+    True if one reaches EOS, False if none does (exhaustive), None if the fork budget ran out.
+    Memoized per target (``Target.segmentations``): the answer depends on the backend and the bytes."""
+    if data in t.segmentations:
+        return t.segmentations[data]
+    t.segmentations[data] = found = _search_segmentations(t, data)
+    return found
+
+
+def _search_segmentations(t: Target, data: bytes) -> bool | None:
     index = t.vocab.index
     reach = index.reach(data)
     budget = [_SEGMENTATION_FORKS]
@@ -529,8 +648,11 @@ def _completeness(
 ) -> Finding | None:
     tb = t.token_bytes(token)
     assert tb is not None
-    with t.timed("witnesses"):
-        w = _witness(t, r, token)
+    key = (tuple(r.accepted_ids()), token)
+    if key not in t.witnesses:
+        with t.timed("witnesses"):
+            t.witnesses[key] = _witness(t, r, token)
+    w = t.witnesses[key]
     if w is None:
         return None
     rest, full = w
@@ -547,15 +669,21 @@ def _completeness(
     if splits_character(tb):
         invariant = Invariant.UTF8
         level = "a token that splits a UTF-8 character"
-    elif canon is not None and _passes(t, canon):
+    elif canon is not None and _passes_once(t, tuple(canon)):
         invariant, level = (
             Invariant.COMPLETENESS_TOKEN,
             "the canonical encoding of the witness passes; this segmentation does not",
         )
     else:
-        with t.timed("segmentation search"):
-            exists = _segmentation_exists(t, full)
-        cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[exists]
+        if t.segmentation_search:
+            with t.timed("segmentation search"):
+                exists = _segmentation_exists(t, full)
+            cert["segmentation_search"] = {True: "found one", False: "exhausted", None: "budget ran out"}[
+                exists
+            ]
+        else:
+            exists = None
+            cert["segmentation_search"] = "not searched"
         if exists is False:
             invariant, level = Invariant.COMPLETENESS_BYTE, "no segmentation of the witness passes"
         elif canon is not None or canonical_next:
@@ -574,9 +702,9 @@ def _completeness(
         token_id=token,
         token_bytes=tb,
         backend_verdict="masked",
-        reference_verdict=f"allowed: {full!r} is valid and continues with this token",
+        reference_verdict=f"allowed: {t.show(full)} is valid and continues with this token",
         reference_allows=True,
-        message=f"masks token {token} {tb!r} after {len(prefix)} tokens though a valid string goes through it ({level})",
+        message=f"masks token {token} {t.show(tb)} after {len(prefix)} tokens though a valid string goes through it ({level})",
         certificate=cert,
         walk=walk,
     )
@@ -588,17 +716,17 @@ def _eos(t: Target, prefix: Sequence[int], backend_eos: bool, walk: str) -> Find
     cert: dict[str, Any] = {"output": data, "validated_by": t.validator_name(), "validator_error": error}
     if backend_eos:
         verdict, ref = "EOS offered", "EOS masked: the prefix is not in the language"
-        msg = f"offers EOS after {data!r}, which is not a complete valid output"
+        msg = f"offers EOS after {t.show(data)}, which is not a complete valid output"
         if error is None:
             t.self_check.append(
-                f"{t.spec.name}: reference rejects {data!r} as complete but {t.validator_name()} accepts it"
+                f"{t.spec.name}: reference rejects {t.show(data)} as complete but {t.validator_name()} accepts it"
             )
     else:
         verdict, ref = "EOS masked", "EOS allowed: the prefix is a complete valid output"
-        msg = f"does not offer EOS after {data!r}, a complete valid output"
+        msg = f"does not offer EOS after {t.show(data)}, a complete valid output"
         if error is not None:
             t.self_check.append(
-                f"{t.spec.name}: reference accepts {data!r} as complete but {t.validator_name()} says {error}"
+                f"{t.spec.name}: reference accepts {t.show(data)} as complete but {t.validator_name()} says {error}"
             )
     return t.finding(
         Invariant.EOS,
@@ -625,10 +753,18 @@ _COMPARED = (*_COMPARED_CANONICAL, Invariant.COMPLETENESS_TOKEN, Invariant.UTF8)
 
 
 def compare_step(
-    t: Target, m: Any, r: RefMatcher, prefix: Sequence[int], walk: str, next_id: int | None = None
+    t: Target,
+    m: Any,
+    r: RefMatcher,
+    prefix: Sequence[int],
+    walk: str,
+    next_id: int | None = None,
+    *,
+    backend_bits: np.ndarray | None = None,
 ) -> list[Finding]:
-    """Compare the backend's mask with the ideal mask after ``prefix`` (both matchers there)."""
-    bm = t.backend_mask(m)
+    """Compare the backend's mask with the ideal mask after ``prefix`` (both matchers there);
+    ``backend_bits``: ``m``'s mask when the caller has just fetched it (not fetched again)."""
+    bm = t.backend_mask(m) if backend_bits is None else backend_bits
     rm = t.reference_mask(r)
     found: list[Finding] = []
     # Every comparison checks each of these: a missing token is classified (by _completeness) as
@@ -671,7 +807,7 @@ def compare_step(
                 backend_verdict=f"is_accepting() is {said}",
                 reference_verdict=f"the prefix is {'' if r.is_accepting() else 'not '}in the language",
                 reference_allows=r.is_accepting(),
-                message=f"is_accepting() is {said} after {t.vocab.decode(prefix)!r}, though its own mask "
+                message=f"is_accepting() is {said} after {t.show(t.vocab.decode(prefix))}, though its own mask "
                 f"{'offers' if b_eos else 'masks'} EOS",
                 certificate={
                     "operations": [op.accept(i) for i in prefix] + [op.ACCEPTING],
@@ -799,19 +935,50 @@ def token_lengths(t: Target) -> np.ndarray:
     return n
 
 
+_LENGTH_KEYS: dict[tuple[str, int], np.ndarray | None] = {}
+
+
+def _length_keys(t: Target) -> np.ndarray | None:
+    """Token lengths as int16 (NumPy's stable sort of them is a radix sort), memoized per vocabulary;
+    None when a token is too long for the flag bit :func:`missing_order` sets above the length."""
+    key = (t.vocab.fingerprint, t.size)
+    if key not in _LENGTH_KEYS:
+        if len(_LENGTH_KEYS) >= 16:
+            _LENGTH_KEYS.clear()
+        lengths = token_lengths(t)
+        _LENGTH_KEYS[key] = (
+            None if len(lengths) and int(lengths.max()) >= 1 << 14 else lengths.astype(np.int16)
+        )
+    return _LENGTH_KEYS[key]
+
+
+def _ascending(ids: np.ndarray) -> bool:
+    return not bool(np.any(ids[1:] < ids[:-1]))
+
+
 def extra_order(t: Target, extra: np.ndarray) -> list[int]:
     """Tokens the backend allows and the reference masks, in the order they are certified: shortest
-    first, then by id (np.lexsort: the last key is the primary one)."""
-    lengths = token_lengths(t)
-    return [int(i) for i in extra[np.lexsort((extra, lengths[extra]))]]
+    first, then by id. Ids given ascending (np.flatnonzero) are sorted stably by length alone (a
+    radix sort: these arrays can hold most of a 128k vocabulary); others by np.lexsort (the last key
+    is the primary one)."""
+    keys = _length_keys(t)
+    if keys is None or not _ascending(extra):
+        lengths = token_lengths(t)
+        return [int(i) for i in extra[np.lexsort((extra, lengths[extra]))]]
+    return cast(list[int], extra[np.argsort(keys[extra], kind="stable")].tolist())
 
 
 def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> list[int]:
     """Tokens the backend masks and the reference allows, in the order they are certified: the walk's
-    own next token first, then shortest, then by id."""
-    lengths = token_lengths(t)
+    own next token first, then shortest, then by id (as :func:`extra_order`, the "not the walk's own
+    token" flag a bit above the length)."""
+    keys = _length_keys(t)
     own = missing != (-1 if next_id is None else next_id)
-    return [int(i) for i in missing[np.lexsort((missing, lengths[missing], own))]]
+    if keys is None or not _ascending(missing):
+        lengths = token_lengths(t)
+        return [int(i) for i in missing[np.lexsort((missing, lengths[missing], own))]]
+    key = keys[missing] | (own.astype(np.int16) << 14)
+    return cast(list[int], missing[np.argsort(key, kind="stable")].tolist())
 
 
 def token_weights(t: Target) -> np.ndarray:
@@ -832,8 +999,11 @@ def by_weight(t: Target, ids: Sequence[int]) -> list[int]:
     arr = np.asarray(ids, dtype=np.int64)
     if not len(arr):
         return []
-    order = np.lexsort((arr, -token_weights(t)[arr]))
-    return [int(i) for i in arr[order]]
+    if _ascending(arr):  # the usual case (np.flatnonzero of a mask): a stable sort keeps ids in order
+        order = np.argsort(-token_weights(t)[arr], kind="stable")
+    else:
+        order = np.lexsort((arr, -token_weights(t)[arr]))
+    return cast(list[int], arr[order].tolist())
 
 
 def weighted_picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
@@ -858,8 +1028,8 @@ def adversarial_walk(
         r = RefMatcher(t.reference)
         for _ in range(max_steps):
             pending = None
-            found += compare_step(t, m, r, ids, "adversarial")
-            bits = t.backend_mask(m)
+            bits = t.backend_mask(m)  # one mask per step: compared, then chosen from
+            found += compare_step(t, m, r, ids, "adversarial", backend_bits=bits)
             allowed = np.flatnonzero(bits).tolist()
             if not allowed:
                 break
@@ -931,8 +1101,8 @@ def check_invalid(
             backend=backend.name,
             backend_version=backend.version,
             spec=spec,
-            tokenizer=vocab.name,
-            tokenizer_fingerprint=vocab.fingerprint,
+            tokenizer=vocab.original.name,
+            tokenizer_fingerprint=vocab.original.fingerprint,
             prefix_ids=tuple(ids),
             prefix_bytes=data,
             token_id=eos[0],
@@ -940,7 +1110,7 @@ def check_invalid(
             backend_verdict="accepts the whole output and offers EOS",
             reference_verdict=f"invalid: {why}",
             reference_allows=False,  # the validator rejects the output: EOS must stay masked after it
-            message=f"lets the invalid output {data[:200]!r} finish"
+            message=f"lets the invalid output {show_bytes(data[:200], spec)} finish"
             + (
                 ""
                 if reference_compiled
@@ -1226,8 +1396,8 @@ def _jump_forward_check(t: Target, ids: Sequence[int], ops_to: list[Op]) -> list
                     ops_to[:k] + [op.FORCED_BYTES],
                     got,
                     want,
-                    f"forced bytes after {len(ids[:k])} tokens are {got!r}, the unique "
-                    f"continuation is {want!r}",
+                    f"forced bytes after {len(ids[:k])} tokens are {t.show(got)}, the unique "
+                    f"continuation is {t.show(want)}",
                 )
             ]
         if k < len(ids):

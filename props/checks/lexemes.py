@@ -47,7 +47,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from props.checks.invariants import Target, check_invalid, check_walk
-from props.checks.targeted import spellings
+from props.checks.targeted import target_spellings
 from props.checks.witness import canonical_ids
 from props.contract.findings import Finding, SpecRef
 from props.corpus import CorpusError, serializations, validate_output
@@ -444,7 +444,7 @@ def check_numbers(
     if str(t.spec.kind) != "json_schema":
         return found
     constants = number_constants(t.spec.source)
-    others, _ = spellings(t.spec, grammar, valid, limit=6)
+    others, _ = target_spellings(t, valid, limit=6)  # check_targeted's, computed once per target
     walked = list(dict.fromkeys([*valid, *(o.data for o in others)]))
     universe: set[str] = set()
     covered: set[str] = set()

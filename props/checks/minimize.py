@@ -6,7 +6,8 @@ A. Zeller and R. Hildebrandt, "Simplifying and Isolating Failure-Inducing Input"
 Software Engineering 28(2):183-200, 2002, applied not to the spec's text but to the lists its
 *structure* is made of: the keywords of a schema object, the entries of ``properties`` / ``$defs``, the
 branches of ``anyOf``, the alternatives of a regex or of a GBNF rule, the items of a sequence, the
-characters of a literal, the options of a choice. Each list is reduced by :func:`ddmin` (the
+characters of a literal, the options of a choice, the lists of a structural tag's format tree, the lines
+of a Lark grammar and the names of a special-token table. Each list is reduced by :func:`ddmin` (the
 complements of ever finer chunks: the largest cuts first); rewrites that are not removals (hoist a
 subschema, inline a ``$ref`` or a rule, flatten a one-branch ``anyOf``, shrink a number) run between
 them, and the passes repeat, greedily, until a whole round changes nothing.
@@ -21,7 +22,8 @@ Rules of the search:
   ``$ref`` s resolve; a regex (and a schema's ``pattern``) compiles with Python's ``re`` (or, when the
   original does not, with ``regex``, else with the reference); a GBNF grammar compiles with the reference
   (a refusal with :class:`refdecoder.Unsupported` or :class:`refdecoder.LimitExceeded` is still tried:
-  ``still`` decides); a choice is a non-empty list of strings. When the original itself fails the check, a
+  ``still`` decides), and so do a structural tag and a Lark grammar (an original the reference cannot
+  read is left alone); a choice is a non-empty list of strings. When the original itself fails the check, a
   weaker one is used (a schema is an object or a boolean, a grammar parses and its rules are all defined).
 - ``still`` is never called on the original (assumed to show the defect), never twice on one candidate
   (memoized on the canonical JSON of the source), at most ``max_calls`` times and not after ``deadline``
@@ -61,11 +63,13 @@ _MISSING: Any = object()
 class Minimized:
     """The result of :func:`minimize`: the smallest ``spec`` found that still satisfies the predicate (the
     original if none smaller did), how many predicate calls it took, and whether the budget (calls or
-    deadline) ran out before a fixpoint."""
+    deadline) ran out before a fixpoint. ``note`` says why a spec was not reduced at all when its kind
+    has no reducer."""
 
     spec: SpecRef
     steps: int
     exhausted: bool
+    note: str = ""
 
 
 def _canon(source: Any) -> str:
@@ -154,6 +158,8 @@ def minimize(
     source has not the form of its kind comes back unchanged, after no call."""
     if deadline is not None and time.monotonic() > deadline:
         return Minimized(spec, 0, True)
+    if spec.kind not in _KINDS:
+        return Minimized(spec, 0, False, _NOT_REDUCED.get(spec.kind, f"no reducer for {spec.kind} specs"))
     prepare, reduce = _KINDS[spec.kind]
     plan = prepare(spec.source)
     if plan is None:
@@ -1118,10 +1124,105 @@ def _reduce_choice(search: _Search) -> None:
             return
 
 
+# -- structural tags ------------------------------------------------------------------------------------
+# A structural tag is a JSON tree of formats: its lists (a sequence's elements, an or's alternatives, a
+# trigger's tags, ...) lose items, and its special-token table loses names, while the reference still
+# compiles the tag (a refusal is still tried: ``still`` decides).
+
+
+def _tag_compiles(source: Any) -> bool:
+    if not (isinstance(source, dict) and isinstance(source.get("tag"), dict)):
+        return False
+    table = source.get("special_tokens") or {}
+    if not isinstance(table, dict):
+        return False
+    try:
+        refdecoder.compile(refdecoder.StructuralTag(source["tag"], tuple(table.items())))
+    except (refdecoder.Unsupported, refdecoder.LimitExceeded):
+        return True
+    except (refdecoder.MaskcertError, RecursionError):
+        return False
+    return True
+
+
+def _prepare_structural_tag(source: Any) -> tuple[Any, Callable[[Any], Any], Callable[[Any], bool]] | None:
+    if not _tag_compiles(source):
+        return None
+    return source, _identity, _tag_compiles
+
+
+def _lists(tree: Any, path: Path = ()) -> Iterator[Path]:
+    """The paths of the lists in ``tree``, deepest last (a parent is reduced before its children)."""
+    if isinstance(tree, list):
+        yield path
+        for i, item in enumerate(tree):
+            yield from _lists(item, (*path, i))
+    elif isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _lists(value, (*path, key))
+
+
+def _reduce_structural_tag(search: _Search) -> None:
+    while True:
+        rank = search.rank
+        _ddmin_at(search, ("special_tokens",), 0)
+        for path in list(_lists(search.tree.get("tag"), ("tag",))):
+            _ddmin_at(search, path, 1)
+        if search.rank == rank:
+            return
+
+
+# -- Lark -----------------------------------------------------------------------------------------------
+# Lines only (rules, terminals, directives, a rule's continuation lines ``| alt``), and the special-token
+# table's names, while the reference still compiles the grammar: there is no Lark syntax tree here, and
+# cutting inside a line would have to know Lark's literals (``"<|x|>"``, ``/a|b/``, ``%json {...}``).
+
+
+def _lark_source(tree: Any) -> Any:
+    return {**tree, "text": "\n".join(tree["text"])}
+
+
+def _lark_compiles(source: Any) -> bool:
+    if not (isinstance(source, dict) and isinstance(source.get("text"), str)):
+        return False
+    table = source.get("special_tokens") or {}
+    if not isinstance(table, dict):
+        return False
+    try:
+        refdecoder.compile(refdecoder.Lark(source["text"], tuple(table.items())))
+    except (refdecoder.Unsupported, refdecoder.LimitExceeded):
+        return True
+    except (refdecoder.MaskcertError, RecursionError):
+        return False
+    return True
+
+
+def _prepare_lark(source: Any) -> tuple[Any, Callable[[Any], Any], Callable[[Any], bool]] | None:
+    if not _lark_compiles(source):
+        return None
+    tree = {**source, "text": [line for line in source["text"].splitlines() if line.strip()]}
+    if not _lark_compiles(_lark_source(tree)):
+        return None  # blank lines mattered: the normal form would not stand for the original
+    return tree, _lark_source, _lark_compiles
+
+
+def _reduce_lark(search: _Search) -> None:
+    while True:
+        rank = search.rank
+        _ddmin_at(search, ("special_tokens",), 0)
+        _ddmin_at(search, ("text",), 1)
+        if search.rank == rank:
+            return
+
+
 _Prepare = Callable[[Any], "tuple[Any, Callable[[Any], Any], Callable[[Any], bool]] | None"]
 _KINDS: dict[SpecKind, tuple[_Prepare, Callable[[_Search], None]]] = {
     SpecKind.JSON_SCHEMA: (_prepare_json, _reduce_json),
     SpecKind.REGEX: (_prepare_regex, _reduce_regex),
     SpecKind.GBNF: (_prepare_gbnf, _reduce_gbnf),
     SpecKind.CHOICE: (_prepare_choice, _reduce_choice),
+    SpecKind.STRUCTURAL_TAG: (_prepare_structural_tag, _reduce_structural_tag),
+    SpecKind.LARK: (_prepare_lark, _reduce_lark),
 }
+# Why a kind without a reducer is left as it is (``Minimized.note``); every kind has one today.
+_NOT_REDUCED: dict[SpecKind, str] = {}

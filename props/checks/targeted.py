@@ -64,6 +64,7 @@ __all__ = [
     "TargetedSet",
     "targeted_invalid",
     "spellings",
+    "target_spellings",
     "FORMAT_INVALID",
     "FORMAT_VALID",
     "check_targeted",
@@ -812,6 +813,16 @@ def _closers(text: str) -> str:
     return "".join(reversed(stack))
 
 
+def target_spellings(t: Target, valid: Sequence[bytes], limit: int = 8) -> tuple[list[Targeted], list[str]]:
+    """:func:`spellings` of ``t``'s spec, computed once per target and input (``Target.derived``):
+    :func:`check_targeted` walks them and :func:`props.checks.lexemes.check_numbers` measures them."""
+    key = ("spellings", tuple(valid), limit)
+    if key not in t.derived:
+        t.derived[key] = spellings(t.spec, t.reference.grammar, valid, limit=limit)
+    out: tuple[list[Targeted], list[str]] = t.derived[key]
+    return list(out[0]), list(out[1])
+
+
 def spellings(
     spec: SpecRef, grammar: Grammar, valid: Sequence[bytes], limit: int = 8
 ) -> tuple[list[Targeted], list[str]]:
@@ -1225,7 +1236,7 @@ def check_targeted(
             _labelled(f, inst)
             for f in check_invalid(t.backend, t.compiled, t.spec, t.vocab, inst.data, inst.why, True)
         ]
-    others, notes = spellings(t.spec, grammar, valid, limit=spell)
+    others, notes = target_spellings(t, valid, limit=spell)
     t.self_check.extend(f"{t.spec.name}: {n}" for n in notes)
     for inst in others:
         ids = canonical_ids(t.vocab, inst.data) or t.vocab.index.fewest_tokens(inst.data)

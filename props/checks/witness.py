@@ -89,7 +89,13 @@ def splits_character(data: bytes) -> bool:
 
 def canonical_ids(vocab: object, data: bytes) -> tuple[int, ...] | None:
     """The tokenizer's own encoding of ``data`` when it spells ``data`` exactly, else None (text the
-    tokenizer normalizes, or bytes that are not UTF-8)."""
+    tokenizer normalizes, or bytes that are not UTF-8). A ``tokenizers_matrix.Vocabulary`` answers
+    itself (:meth:`~tokenizers_matrix.Vocabulary.canonical_ids`: special-token encodings in ``data``
+    are their ids in a special-token view)."""
+    own = getattr(vocab, "canonical_ids", None)
+    if callable(own):
+        ids: tuple[int, ...] | None = own(data)
+        return ids
     try:
         text = data.decode("utf-8")
         ids = tuple(vocab.encode(text))  # type: ignore[attr-defined]

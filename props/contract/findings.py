@@ -14,11 +14,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, TypeVar
 
-from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
+from refdecoder import (
+    Choice,
+    Gbnf,
+    JsonProfile,
+    JsonSchema,
+    Lark,
+    Regex,
+    Spec,
+    SpecError,
+    StructuralTag,
+    render_text,
+)
 from refdecoder.errors import MaskcertError
 
 _W = TypeVar("_W", bound="_Word")
@@ -27,6 +39,7 @@ __all__ = [
     "Invariant",
     "Severity",
     "SpecKind",
+    "SPECIAL_TOKEN_KINDS",
     "TOKEN_INVARIANTS",
     "SERVING_INVARIANTS",
     "SIMULATION_INVARIANTS",
@@ -98,6 +111,12 @@ class SpecKind(_Word):
     REGEX = "regex"
     GBNF = "gbnf"
     CHOICE = "choice"
+    LARK = "lark"
+    STRUCTURAL_TAG = "structural_tag"
+
+
+#: The kinds whose specs may name special tokens (their sources carry a ``special_tokens`` table).
+SPECIAL_TOKEN_KINDS: frozenset[SpecKind] = frozenset({SpecKind.LARK, SpecKind.STRUCTURAL_TAG})
 
 
 INVARIANTS: tuple[Invariant, ...] = tuple(Invariant)
@@ -202,10 +221,14 @@ class FindingError(MaskcertError, ValueError):
         super().__init__(f"bad finding {what}: expected {expected}")
 
 
-def bytes_json(data: bytes | None) -> dict[str, str] | None:
-    """``{"hex": ..., "text": ...}``: exact bytes plus a readable (lossy) text."""
+def bytes_json(data: bytes | None, names: Mapping[int, str] | None = None) -> dict[str, str] | None:
+    """``{"hex": ..., "text": ...}``: exact bytes plus a readable (lossy) text. With ``names`` (the
+    bytes of a spec that names special tokens), the text shows each special token's encoding by name
+    (``<|tool_call|>``) or as ``<[id]>`` (``refdecoder.render_text``)."""
     if data is None:
         return None
+    if names is not None and 0xFF in data:
+        return {"hex": data.hex(), "text": render_text(data, names)}
     return {"hex": data.hex(), "text": data.decode("utf-8", "backslashreplace")}
 
 
@@ -222,9 +245,11 @@ def bytes_from_json(value: Any, what: str = "bytes") -> bytes | None:
 
 @dataclass(frozen=True)
 class SpecRef:
-    """How to rebuild a spec: ``kind`` is ``json_schema`` | ``regex`` | ``gbnf`` | ``choice``;
-    ``source`` the schema (a JSON value), the pattern, the grammar text or the list of choices;
-    ``name`` its id in ``corpus``; ``profile`` the reference's ``JsonProfile`` as a dict (JSON only)."""
+    """How to rebuild a spec: ``kind`` is ``json_schema`` | ``regex`` | ``gbnf`` | ``choice`` |
+    ``lark`` | ``structural_tag``; ``source`` the schema (a JSON value), the pattern, the grammar text,
+    the list of choices, ``{"text": ..., "special_tokens": {name: id}}`` (Lark) or ``{"tag": ...,
+    "special_tokens": {name: id}}`` (a structural tag); ``name`` its id in ``corpus``; ``profile`` the
+    reference's ``JsonProfile`` as a dict (JSON only)."""
 
     kind: SpecKind
     source: Any
@@ -259,12 +284,25 @@ class SpecRef:
         if isinstance(spec, Regex):
             return cls(SpecKind.REGEX, spec.pattern, name, corpus)
         if isinstance(spec, Gbnf):
-            source: Any = spec.text if spec.root == "root" else {"text": spec.text, "root": spec.root}
+            source: Any = spec.text
+            if spec.root != "root" or spec.dialect != "llama.cpp":
+                source = {"text": spec.text, "root": spec.root}
+                if spec.dialect != "llama.cpp":
+                    source["dialect"] = spec.dialect
             return cls(SpecKind.GBNF, source, name, corpus)
         if isinstance(spec, Choice):
             return cls(SpecKind.CHOICE, list(spec.options), name, corpus)
+        if isinstance(spec, Lark):
+            lark: dict[str, Any] = {"text": spec.text, "special_tokens": dict(spec.special_tokens)}
+            if spec.dialect != "llguidance":
+                lark["dialect"] = spec.dialect
+            return cls(SpecKind.LARK, lark, name, corpus)
+        if isinstance(spec, StructuralTag):
+            tag = {"tag": spec.tag, "special_tokens": dict(spec.special_tokens)}
+            return cls(SpecKind.STRUCTURAL_TAG, tag, name, corpus)
         raise FindingError(
-            "spec", f"a refdecoder JsonSchema, Regex, Gbnf or Choice, not {type(spec).__name__}"
+            "spec",
+            f"a refdecoder JsonSchema, Regex, Gbnf, Choice, Lark or StructuralTag, not {type(spec).__name__}",
         )
 
     def to_spec(self, profile: JsonProfile | None = None) -> Spec:
@@ -283,8 +321,56 @@ class SpecRef:
         if self.kind is SpecKind.REGEX:
             return Regex(src)
         if self.kind is SpecKind.GBNF:
-            return Gbnf(src.get("text", ""), src.get("root", "root")) if isinstance(src, dict) else Gbnf(src)
+            if isinstance(src, dict):
+                return Gbnf(src.get("text", ""), src.get("root", "root"), src.get("dialect", "llama.cpp"))
+            return Gbnf(src)
+        if self.kind is SpecKind.LARK:
+            src = self._special_source("text")
+            try:
+                return Lark(src["text"], src.get("special_tokens", {}), src.get("dialect", "llguidance"))
+            except SpecError as e:
+                raise FindingError(f"spec {self.name or self.digest} source", str(e)) from e
+        if self.kind is SpecKind.STRUCTURAL_TAG:
+            src = self._special_source("tag")
+            try:
+                return StructuralTag(src["tag"], src.get("special_tokens", {}))
+            except SpecError as e:
+                raise FindingError(f"spec {self.name or self.digest} source", str(e)) from e
         return Choice(tuple(src))
+
+    def _special_source(self, key: str) -> dict[str, Any]:
+        src = self.source
+        if not isinstance(src, dict) or key not in src:
+            raise FindingError(
+                f"spec {self.name or self.digest} source",
+                f'an object {{"{key}": ..., "special_tokens": {{name: id}}}} for a {self.kind.value} spec',
+            )
+        return src
+
+    def naming_special_tokens(self, names: Iterable[tuple[int, str]]) -> SpecRef:
+        """This spec with its special-token table filled in from a vocabulary's ``(id, name)`` pairs,
+        when it names special tokens and its table is empty (a grammar or tag written against names,
+        as ``maskcert certify --lark/--structural-tag`` reads them): each name the spec's text contains
+        (``<|tool_call|>`` in a Lark grammar, ``"token": "<|tool_call|>"`` in a tag). Otherwise ``self``."""
+        if self.kind not in SPECIAL_TOKEN_KINDS or not isinstance(self.source, dict) or self.special_names:
+            return self
+        body = self.source.get("text") if self.kind is SpecKind.LARK else self.source.get("tag")
+        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+        table = {name: int(token_id) for token_id, name in names if name and name in text}
+        if not table:
+            return self
+        return replace(self, source={**self.source, "special_tokens": dict(sorted(table.items()))})
+
+    @property
+    def special_names(self) -> dict[int, str]:
+        """The names of the special tokens the spec names (id -> ``<|name|>``); empty for kinds that
+        name none. What reports render special-token encodings with (``refdecoder.render_text``)."""
+        if self.kind not in SPECIAL_TOKEN_KINDS or not isinstance(self.source, dict):
+            return {}
+        table = self.source.get("special_tokens") or {}
+        if not isinstance(table, dict):
+            return {}
+        return {int(i): str(n) for n, i in table.items() if isinstance(i, int) and not isinstance(i, bool)}
 
     @classmethod
     def from_json(cls, d: Any) -> SpecRef:
@@ -364,6 +450,8 @@ class Finding:
         return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
+        # the bytes of a spec that names special tokens show them by name in their "text"
+        names = self.spec.special_names if self.spec.kind in SPECIAL_TOKEN_KINDS else None
         return {
             "id": self.id,
             "invariant": self.invariant.value,
@@ -375,13 +463,13 @@ class Finding:
             "tokenizer_fingerprint": self.tokenizer_fingerprint,
             "step": self.step,
             "prefix_ids": list(self.prefix_ids),
-            "prefix_bytes": bytes_json(self.prefix_bytes),
+            "prefix_bytes": bytes_json(self.prefix_bytes, names),
             "token_id": self.token_id,
-            "token_bytes": bytes_json(self.token_bytes),
+            "token_bytes": bytes_json(self.token_bytes, names),
             "backend_verdict": self.backend_verdict,
             "reference_verdict": self.reference_verdict,
             "message": self.message,
-            "certificate": _jsonable(self.certificate),
+            "certificate": _jsonable(self.certificate, names),
             "walk": self.walk,
             "occurrences": self.occurrences,
             "repro": self.repro,
@@ -445,17 +533,18 @@ def _legacy_reference_allows(d: dict[str, Any]) -> bool | None:
     return ref
 
 
-def _jsonable(value: Any) -> Any:
-    """Certificates may hold bytes and tuples; JSON gets ``bytes_json`` and lists."""
+def _jsonable(value: Any, names: Mapping[int, str] | None = None) -> Any:
+    """Certificates may hold bytes and tuples; JSON gets ``bytes_json`` (special tokens by ``names``)
+    and lists."""
     if isinstance(value, bytes):
-        return bytes_json(value)
+        return bytes_json(value, names)
     to_json = getattr(value, "to_json", None)  # values with a JSON form (props.contract.operations.Op)
     if callable(to_json):
-        return _jsonable(to_json())
+        return _jsonable(to_json(), names)
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v, names) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, names) for v in value]
     return value
 
 

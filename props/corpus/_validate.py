@@ -12,6 +12,10 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
 * Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
 * GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
+* Lark grammars and structural tags: not here (a :class:`CorpusError`: their outputs hold special
+  tokens). Structural tags have their own checker, ``props.corpus.structural_tag_check`` (it reads
+  text and token ids); Lark has none yet, and certification judges Lark outputs by the reference
+  grammar and names it as the validator (``Target.validator_name``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from props.contract.findings import SpecRef
+from props.contract.findings import SPECIAL_TOKEN_KINDS, SpecRef
 from props.corpus import _schema
 from props.corpus._errors import CorpusError
 from props.corpus._serialize import max_gap
@@ -415,7 +419,14 @@ def _source_text(spec: SpecRef, kind: str) -> tuple[str, str]:
 def validate_output(spec: SpecRef, data: bytes) -> str | None:
     """None when ``data`` is in the language of ``spec``, else a one-line reason. Raises
     :class:`CorpusError` when the spec itself cannot be judged (malformed schema, pattern, grammar,
-    or a ``$ref`` that needs the network)."""
+    or a ``$ref`` that needs the network), and for the kinds that have no independent validator yet
+    (``lark``, ``structural_tag``: their outputs hold special tokens, which no validator here reads)."""
+    if spec.kind in SPECIAL_TOKEN_KINDS:
+        raise CorpusError(
+            f"spec {spec.name or spec.digest}",
+            "a json_schema, regex, gbnf or choice spec (the kinds with an independent validator)",
+            f"a {spec.kind} spec: no independent validator reads it yet",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

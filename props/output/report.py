@@ -102,6 +102,7 @@ from props.contract.findings import (
     Finding,
     FindingError,
 )
+from refdecoder import render_text, split_special_tokens
 from refdecoder.errors import InputError
 
 __all__ = [
@@ -357,16 +358,31 @@ def load_report(path: str | Path) -> ReportJSON:
 # -- shared rendering helpers -------------------------------------------------------------------------
 
 
-def _show(value: Any) -> str:
-    """Readable text of a certificate value: bytes (``{"hex", "text"}``) and strings as ``repr``."""
+def _show(value: Any, names: Mapping[int, str] | None = None) -> str:
+    """Readable text of a certificate value: bytes (``{"hex", "text"}``) and strings as ``repr``.
+    Bytes holding special tokens (a spec that names them reads each as ``0xFF id 0xFE``) show them
+    by name (``names``: id -> ``<|name|>``) or as ``<[id]>``, never as raw 0xFF bytes."""
     if isinstance(value, dict) and set(value) == {"hex", "text"} and isinstance(value["hex"], str):
         try:
-            return repr(bytes.fromhex(value["hex"]))
+            data = bytes.fromhex(value["hex"])
         except ValueError:
             return repr(value["text"])
+        if 0xFF in data and any(isinstance(p, int) for p in split_special_tokens(data)):
+            return repr(render_text(data, names))
+        return repr(data)
     if isinstance(value, str):
         return repr(value)
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _special_names(f: FindingJSON) -> dict[int, str]:
+    """id -> name of the special tokens the finding's spec names (its ``special_tokens`` table)."""
+    spec = f.get("spec") or {}
+    src = spec.get("source") if isinstance(spec, dict) else None
+    table = src.get("special_tokens") if isinstance(src, dict) else None
+    if not isinstance(table, dict):
+        return {}
+    return {i: str(n) for n, i in table.items() if isinstance(i, int) and not isinstance(i, bool)}
 
 
 def _token(f: FindingJSON) -> str:
@@ -374,7 +390,7 @@ def _token(f: FindingJSON) -> str:
     if tid is None:
         return "–"
     data = f.get("token_bytes")
-    return f"{tid} {_show(data)}" if data is not None else f"{tid} (special)"
+    return f"{tid} {_show(data, _special_names(f))}" if data is not None else f"{tid} (special)"
 
 
 def _cut(text: str, n: int) -> str:
@@ -477,10 +493,11 @@ _CERT_ORDER = (
 )
 
 
-def _cert_items(cert: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Certificate entries in a fixed order (known keys first), operations excluded."""
+def _cert_items(cert: Mapping[str, Any], names: Mapping[int, str] | None = None) -> list[tuple[str, str]]:
+    """Certificate entries in a fixed order (known keys first), operations excluded; special tokens
+    in bytes by ``names`` (:func:`_show`)."""
     keys = [k for k in _CERT_ORDER if k in cert] + sorted(k for k in cert if k not in _CERT_ORDER)
-    return [(k, _cut(_show(cert[k]), 4000)) for k in keys if k != "operations"]
+    return [(k, _cut(_show(cert[k], names), 4000)) for k in keys if k != "operations"]
 
 
 def _ops(cert: Mapping[str, Any]) -> list[str]:
@@ -554,7 +571,7 @@ def _facts(f: FindingJSON) -> list[tuple[str, str]]:
             f"{f.get('occurrences', 1)} occurrence(s)",
         ),
         ("prefix ids", _cut(json.dumps(prefix), 600)),
-        ("prefix bytes", _cut(_show(f.get("prefix_bytes")), 600)),
+        ("prefix bytes", _cut(_show(f.get("prefix_bytes"), _special_names(f)), 600)),
         ("token", _token(f)),
         ("backend verdict", str(f.get("backend_verdict", ""))),
         ("reference verdict", str(f.get("reference_verdict", ""))),
@@ -894,7 +911,10 @@ def _defect_rows(report: ReportJSON) -> tuple[list[str], list[list[str]]]:
     rows = []
     for d in report.get("defects") or []:
         spec = d.get("spec") or {}
-        witness = (d.get("witness") or {}).get("text", "")
+        witness = d.get("witness") or {}
+        shown = repr(witness.get("text", ""))
+        if "\\xff" in shown:  # special tokens (0xFF id 0xFE) by name, not as raw bytes
+            shown = _show(witness, _special_names(d))
         example = d.get("findings", [""])[0] if d.get("findings") else ""
         rows.append(
             [
@@ -902,7 +922,7 @@ def _defect_rows(report: ReportJSON) -> tuple[list[str], list[list[str]]]:
                 str(d.get("severity", "")),
                 _cut(str(d.get("summary", "")), 160),
                 _cut(f"{spec.get('kind', '')} {spec.get('name', '')}: {json.dumps(spec.get('source'))}", 160),
-                _cut(repr(witness), 80),
+                _cut(shown, 80),
                 str(len(d.get("findings") or [])),
                 str(d.get("repro", "") or "–"),
                 str(example),
@@ -930,7 +950,7 @@ def _md_finding(f: FindingJSON) -> list[str]:
     cert = f.get("certificate") or {}
     if cert:
         out += ["Certificate:", ""]
-        out += [f"- **{_md(k)}**: {_md(v)}" for k, v in _cert_items(cert)]
+        out += [f"- **{_md(k)}**: {_md(v)}" for k, v in _cert_items(cert, _special_names(f))]
         ops = _ops(cert)
         if ops:
             out.append("- **operations**:")
@@ -1298,7 +1318,7 @@ def _html_timings(report: ReportJSON) -> list[str]:
 def _html_finding(f: FindingJSON) -> str:
     facts = [("message", str(f.get("message", ""))), *_facts(f)]
     cert = f.get("certificate") or {}
-    facts += [(f"certificate: {k}", v) for k, v in _cert_items(cert)]
+    facts += [(f"certificate: {k}", v) for k, v in _cert_items(cert, _special_names(f))]
     dl = "".join(f"<dt>{_h(k)}</dt><dd><code>{_h(v)}</code></dd>" for k, v in facts)
     ops = _ops(cert)
     ops_html = ""

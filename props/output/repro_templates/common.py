@@ -119,7 +119,22 @@ def token_repr(vocab: VocabInfo, token_id: int | None) -> str:
 
 
 def encode(vocab: VocabInfo, data: bytes) -> list[int]:
-    """The fewest-token segmentation of ``data`` (maskcert's encoding for a codec-less vocabulary)."""
+    """The fewest-token segmentation of ``data`` (maskcert's encoding for a codec-less vocabulary). In
+    the bytes of a spec that names special tokens, ``b"\\xff" + id + b"\\xfe"`` is special token ``id``
+    (how maskcert writes one; no UTF-8 text holds 0xFF or 0xFE), and the text around it is segmented
+    piece by piece."""
+    import re
+
+    ids: list[int] = []
+    for piece in re.split(rb"(\xff(?:0|[1-9][0-9]*)\xfe)", data):
+        if piece[:1] == b"\xff" and piece[-1:] == b"\xfe" and piece[1:-1].isdigit():
+            ids.append(int(piece[1:-1]))
+        elif piece:
+            ids += _fewest_tokens(vocab, piece)
+    return ids
+
+
+def _fewest_tokens(vocab: VocabInfo, data: bytes) -> list[int]:
     best: list[list[int] | None] = [None] * (len(data) + 1)
     best[0] = []
     for i in range(len(data)):

@@ -82,6 +82,10 @@ class Engine:
             return str(llg.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides=overrides))
         if kind == "regex":
             return str(llg.LLMatcher.grammar_from_regex(source))
+        if kind == "lark":  # <|name|> resolves to the special token b"\xff" + name of the tokenizer
+            return str(llg.LLMatcher.grammar_from_lark(source["text"]))
+        if kind == "structural_tag":
+            raise Refusal("llguidance adapter: xgrammar structural tags are not an llguidance spec kind")
         if kind == "choice":
             if not source:
                 raise Refusal("llguidance: an empty choice list has no grammar form")
@@ -176,9 +180,12 @@ class Matcher(HistoryMatcher):
     def forced_bytes(self) -> bytes:
         if self.is_terminated():
             return b""
+        import re
+
         out = bytes(self.native.compute_ff_bytes())
         self.check("compute_ff_bytes")
-        return out
+        # a forced special token comes as b"\xff[id]"; the finding writes it b"\xff" id b"\xfe"
+        return re.sub(rb"\xff\[([0-9]+)\]", lambda m: b"\xff" + m.group(1) + b"\xfe", out)
 
     def validate(self, ids: list[int]) -> int:
         if self.is_terminated():

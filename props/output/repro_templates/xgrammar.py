@@ -35,8 +35,32 @@ class Engine:
             info, max_threads=OPTIONS["max_threads"], cache_enabled=OPTIONS["cache_enabled"]
         )
 
+    def tag_compiler(self) -> xgr.GrammarCompiler:
+        """Structural tags: a TokenizerInfo in which each named special token has its name as text,
+        as TokenizerInfo.from_huggingface (vLLM, SGLang) builds it, so that a tag can name it."""
+        vocab = self.vocab
+        encoded = [
+            b if b is not None else vocab["special_names"].get(i, "").encode("utf-8")
+            for i, b in enumerate(vocab["token_bytes"])
+        ]
+        info = xgr.TokenizerInfo(
+            encoded, xgr.VocabType.RAW, vocab_size=len(encoded), stop_token_ids=list(vocab["eos_ids"])
+        )
+        return xgr.GrammarCompiler(
+            info, max_threads=OPTIONS["max_threads"], cache_enabled=OPTIONS["cache_enabled"]
+        )
+
     def compile(self, spec: dict[str, Any]) -> xgr.CompiledGrammar:
         kind, source = spec["kind"], spec["source"]
+        if kind == "structural_tag":
+            tag = source["tag"]
+            if tag.get("type") != "structural_tag":
+                tag = {"type": "structural_tag", "format": tag}
+            return self.tag_compiler().compile_structural_tag(json.dumps(tag))
+        if kind == "lark":
+            raise Refusal(
+                "xgrammar adapter: Lark grammars (llguidance's dialect) are not an xgrammar spec kind"
+            )
         if kind == "json_schema":
             kwargs: dict[str, Any] = {
                 "any_whitespace": OPTIONS["any_whitespace"],
@@ -59,8 +83,13 @@ class Engine:
         )
 
     def is_refusal(self, exc: Exception) -> bool:
-        # converter/parser errors are RuntimeErrors; "Check failed" is a C++ assertion (a bug)
-        return isinstance(exc, Refusal) or (isinstance(exc, RuntimeError) and "Check failed" not in str(exc))
+        # converter/parser errors are RuntimeErrors; "Check failed" is a C++ assertion (a bug), except
+        # the invalid-tag and invalid-JSON errors compile_structural_tag raises as one (0.2.9)
+        text = str(exc)
+        tag_error = "Invalid structural tag error" in text or "Invalid JSON error" in text
+        return isinstance(exc, Refusal) or (
+            isinstance(exc, RuntimeError) and ("Check failed" not in text or tag_error)
+        )
 
     def matcher(self, compiled: xgr.CompiledGrammar) -> Matcher:
         return Matcher(self.vocab, compiled, native_matcher(compiled), [])
