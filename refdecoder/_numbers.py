@@ -1010,6 +1010,13 @@ class NumberLexeme:
         self._final_cache: dict[Hashable, bool] = {}
         self._range_cache: dict[tuple[int, bool, int, int], tuple[int | None, int | None] | None] = {}
 
+    #: Every byte :meth:`step` can read (``_advance`` reads digits, signs, the point and exponents
+    #: only): the parser tries these alone when it lists a state's live bytes.
+    alphabet = frozenset(b"0123456789+-.eE")
+    #: Token masks may share per-state token classes between grammars (``_tokens``): the key names the
+    #: predicate, and a state is a value (``step`` depends on nothing else).
+    token_tables = True
+
     @property
     def key(self) -> Hashable:
         return ("number", self.predicate)

@@ -200,6 +200,7 @@ class Parser:
             lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
             if isinstance(lexeme, ByteDFA):
                 acc.update(lexeme.live_bytes(lstate))
-            else:
-                acc.update(b for b in range(256) if lexeme.step(lstate, b) is not None)
+            else:  # a lexeme may declare the bytes it can ever read (``alphabet``)
+                candidates = getattr(lexeme, "alphabet", None) or range(256)
+                acc.update(b for b in candidates if lexeme.step(lstate, b) is not None)
         return bytes(sorted(acc))

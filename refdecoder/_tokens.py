@@ -410,8 +410,59 @@ class _LexemeTables:
             if frontier.size == 0:
                 break
         alive_nodes = np.concatenate(alive_parts) if alive_parts else np.zeros(0, dtype=np.int64)
-        accepted = pack_ids(trie.ids_at(alive_nodes), trie.vocab_size)
         roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
+        return self._table(alive_nodes, roots)
+
+    def get_lexeme(self, lexeme: Any, q: Hashable) -> _LexTable:
+        """The classes of a lexeme that is not a byte table but declares them shareable
+        (``token_tables``: its ``key`` and state say everything its steps depend on), e.g. numbers
+        under bounds; built by a plain trie walk over the lexeme alone."""
+        key = (lexeme.key, q)
+        table = self._tables.get(key)
+        if table is not None:
+            self.hits += 1
+            self._tables.move_to_end(key)
+            return table
+        self.misses += 1
+        table = self._build_lexeme(lexeme, q)
+        self._tables[key] = table
+        self.bytes += table.nbytes()
+        while self.bytes > self.max_bytes and len(self._tables) > 1:
+            _, old = self._tables.popitem(last=False)
+            self.bytes -= old.nbytes()
+        return table
+
+    def _build_lexeme(self, lexeme: Any, q: Hashable) -> _LexTable:
+        """Preorder walk of the trie through ``lexeme`` from ``q``: the same three classes as
+        :meth:`_build` (module doc, fast path 2), for any trim lexeme."""
+        trie = self.trie
+        labels, depths, skips = trie.label_l, trie.depth_l, trie.skip_l
+        step, is_final = lexeme.step, lexeme.is_final
+        st: list[Hashable] = [q] * (trie.max_depth + 1)
+        passed = [False] * (trie.max_depth + 1)  # a final state was passed at depth >= 1
+        alive: list[int] = []
+        roots: list[int] = []
+        i, n = 0, trie.num_nodes
+        while i < n:
+            d = depths[i]
+            nxt = step(st[d - 1], labels[i])
+            if nxt is None:
+                if passed[d - 1]:
+                    roots.append(i)
+                i = skips[i]
+                continue
+            st[d] = nxt
+            passed[d] = passed[d - 1] or is_final(nxt)
+            alive.append(i)
+            i += 1
+        return self._table(np.asarray(alive, dtype=np.int64), np.asarray(roots, dtype=np.int64))
+
+    def _table(self, alive_nodes: np.ndarray, roots: np.ndarray) -> _LexTable:
+        """A table from the nodes the lexeme reads entirely (accepted) and the roots of the subtrees
+        where it died after passing a final state (uncertain: walked with the parser, with the
+        ancestors the walk must pass through)."""
+        trie = self.trie
+        accepted = pack_ids(trie.ids_at(alive_nodes), trie.vocab_size)
         intervals: list[tuple[int, int]] = []
         n_unc = 0
         if roots.size:
@@ -647,8 +698,8 @@ class TokenGrammar:
         tables = self.trie.lexeme_tables
         acc: np.ndarray | None = None
         intervals: list[tuple[int, int]] = []
-        for dfa, q in tops:
-            t = tables.get(dfa, q)
+        for lexeme, q in tops:
+            t = tables.get(lexeme, q) if isinstance(lexeme, ByteDFA) else tables.get_lexeme(lexeme, q)
             acc = t.accepted.copy() if acc is None else np.bitwise_or(acc, t.accepted, out=acc)
             intervals.extend(t.uncertain)
         nodes = self._walk(sid, _merge(intervals) if len(tops) > 1 else intervals) if intervals else []
@@ -662,13 +713,14 @@ class TokenGrammar:
             np.bitwise_or(words, self.trie.eos_mask, out=words)
         return words
 
-    def _dfa_tops(self, state: State) -> list[tuple[ByteDFA, int]] | None:
-        """Distinct ``(ByteDFA, q)`` tops of the stacks of ``state``; None if some top is another lexeme."""
+    def _dfa_tops(self, state: State) -> list[tuple[Any, Hashable]] | None:
+        """Distinct ``(lexeme, q)`` tops of the stacks of ``state`` that have tables — a ByteDFA (or
+        a lexeme's ``dfa_view`` of one) or a lexeme declaring ``token_tables``; None if some top has none."""
         nodes = self.grammar.network.nodes
         seen: dict[tuple[int, Any], None] = {}
         for stack in state.stacks:
             seen[stack[-1]] = None
-        out: list[tuple[ByteDFA, int]] = []
+        out: list[tuple[Any, Hashable]] = []
         for node_id, local in seen:
             node = nodes[node_id]
             if not isinstance(node, Lex):
@@ -679,7 +731,9 @@ class TokenGrammar:
             view = getattr(node.lexeme, "dfa_view", None)  # a lexeme that runs a ByteDFA inside
             top = view(local) if view is not None else None
             if top is None:
-                return None
+                if not getattr(node.lexeme, "token_tables", False):
+                    return None
+                top = (node.lexeme, local)
             out.append(top)
         return out
 

@@ -289,6 +289,16 @@ GRAMMARS: dict[str, Callable[[], Grammar]] = {
     "gbnf": _front_end(
         lambda: refdecoder.compile_gbnf('root ::= "[" item ("," item)* "]"\nitem ::= [a-c]+ | root\n')
     ),
+    # numbers under bounds: a lexeme that is no byte table (``NumberLexeme.token_tables``)
+    "numbers": _front_end(
+        lambda: refdecoder.compile_json_schema(
+            {
+                "type": "array",
+                "items": {"anyOf": [{"type": "integer", "minimum": -5, "maximum": 120}, {"multipleOf": 0.25}]},
+            },
+            whitespace="none",
+        )
+    ),
 }
 
 # Strings in each language (for segmentation walks in test_matcher).
@@ -305,6 +315,7 @@ VALID: dict[str, list[str]] = {
     "regex": ["ab", "a12-x", "ééé-yx", "ab-"],
     "json-schema": ['{"a": "x"}', '{"b": [1, 2], "a": ""}'],
     "gbnf": ["[a]", "[abc,[b,c]]"],
+    "numbers": ["[1,-5,120,0.25]", "[7.5e1,-0.75,100]", "[]"],
 }
 
 

@@ -611,3 +611,15 @@ def test_huge_constants_are_refused_cheaply() -> None:
     # Cheaply: refused from the written length, before 10**exponent is built (not from its bit size).
     for e in (big.value, fine.value):
         assert e.limit == "number_constant_bits" and "is too long" in str(e.value), e
+
+
+@pytest.mark.parametrize("kw,cases", HARD, ids=lambda x: repr(x)[:40])
+def test_bytes_outside_the_alphabet_are_never_read(kw: dict[str, Any], cases: list[tuple[str, str]]) -> None:
+    """``NumberLexeme.alphabet`` (the parser's live-byte shortcut) holds every byte ``step`` reads."""
+    lex = NumberLexeme(NumberPredicate.from_keywords(**kw))
+    outside = [b for b in range(256) if b not in lex.alphabet]
+    for prefix, _ in cases:
+        for cut in range(len(prefix) + 1):
+            got, state = run(lex, prefix[:cut])
+            if state is not None:
+                assert all(lex.step(state, b) is None for b in outside), prefix[:cut]
