@@ -322,7 +322,7 @@ class _LexemeTables:
         self.bytes = 0
         self.hits = 0
         self.misses = 0
-        self._tables: OrderedDict[tuple[Hashable, int], _LexTable] = OrderedDict()
+        self._tables: OrderedDict[tuple[Hashable, Hashable], _LexTable] = OrderedDict()
         self._dfa_arrays: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
@@ -699,7 +699,11 @@ class TokenGrammar:
         acc: np.ndarray | None = None
         intervals: list[tuple[int, int]] = []
         for lexeme, q in tops:
-            t = tables.get(lexeme, q) if isinstance(lexeme, ByteDFA) else tables.get_lexeme(lexeme, q)
+            if isinstance(lexeme, ByteDFA):
+                assert isinstance(q, int)  # a byte table's states are ints
+                t = tables.get(lexeme, q)
+            else:
+                t = tables.get_lexeme(lexeme, q)
             acc = t.accepted.copy() if acc is None else np.bitwise_or(acc, t.accepted, out=acc)
             intervals.extend(t.uncertain)
         nodes = self._walk(sid, _merge(intervals) if len(tops) > 1 else intervals) if intervals else []

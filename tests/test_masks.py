@@ -294,7 +294,9 @@ GRAMMARS: dict[str, Callable[[], Grammar]] = {
         lambda: refdecoder.compile_json_schema(
             {
                 "type": "array",
-                "items": {"anyOf": [{"type": "integer", "minimum": -5, "maximum": 120}, {"multipleOf": 0.25}]},
+                "items": {
+                    "anyOf": [{"type": "integer", "minimum": -5, "maximum": 120}, {"multipleOf": 0.25}]
+                },
             },
             whitespace="none",
         )
