@@ -1036,44 +1036,24 @@ def _rule_follow(
     rules: dict[str, _Node], nullable: dict[str, bool], root: str, rule_first: dict[str, set[Sym]]
 ) -> dict[str, set[Sym]]:
     """FOLLOW of each rule (``END`` after the root), a fixpoint."""
-    rule_follow: dict[str, set[Sym]] = {name: set() for name in rules}
-    rule_follow[root].add(END)
-
-    def walk(n: _Node, after: set[Sym]) -> bool:
-        grew = False
-        if isinstance(n, _Ref):
-            if n.name in rule_follow and not after <= rule_follow[n.name]:
-                rule_follow[n.name] |= after
-                grew = True
-        elif isinstance(n, _Alt):
-            for o in n.options:
-                grew |= walk(o, after)
-        elif isinstance(n, _Rep):
-            inner = after | _first_syms(n.item, nullable, rule_first) if (n.hi is None or n.hi > 1) else after
-            grew |= walk(n.item, inner)
-        elif isinstance(n, _Seq):
-            for k, item in enumerate(n.items):
-                rest = _Seq(n.items[k + 1 :])
-                nxt = _first_syms(rest, nullable, rule_first)
-                if _node_nullable(rest, nullable):
-                    nxt = nxt | after
-                grew |= walk(item, nxt)
-        return grew
-
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            changed |= walk(body, set(rule_follow[name]))
-    return rule_follow
+    return _follow_sets(rules, nullable, root, rule_first)[0]
 
 
 def _follow(rules: dict[str, _Node], nullable: dict[str, bool], root: str) -> dict[Sym, set[Sym]]:
     """``Next(P)``: the symbols that can come right after ``P`` (``START``: first; ``END``: may end)."""
     rule_first = _rule_first(rules, nullable)
+    follow: dict[Sym, set[Sym]] = {START: set(rule_first[root]) | ({END} if nullable[root] else set())}
+    follow.update(_follow_sets(rules, nullable, root, rule_first)[1])
+    return follow
+
+
+def _follow_sets(
+    rules: dict[str, _Node], nullable: dict[str, bool], root: str, rule_first: dict[str, set[Sym]]
+) -> tuple[dict[str, set[Sym]], dict[Sym, set[Sym]]]:
+    """FOLLOW of each rule and of each symbol, one fixpoint (the classic FOLLOW computation)."""
     rule_follow: dict[str, set[Sym]] = {name: set() for name in rules}
     rule_follow[root].add(END)
-    follow: dict[Sym, set[Sym]] = {START: set(rule_first[root]) | ({END} if nullable[root] else set())}
+    follow: dict[Sym, set[Sym]] = {}
 
     def walk(n: _Node, after: set[Sym]) -> bool:
         grew = False
@@ -1106,7 +1086,7 @@ def _follow(rules: dict[str, _Node], nullable: dict[str, bool], root: str) -> di
         changed = False
         for name, body in rules.items():
             changed |= walk(body, set(rule_follow[name]))
-    return follow
+    return rule_follow, follow
 
 
 def compile_lark_network(spec: Lark, limits: Limits, embed: Callable[[Spec, Limits], Network]) -> Network:

@@ -46,6 +46,7 @@ the parse's own, so the languages are equal. A grammar that fails a check is ref
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._lexeme import ByteDFA
@@ -126,37 +127,28 @@ def _path(parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None], nod
 
 def _common_string(a: ByteDFA, b: ByteDFA) -> bytes | None:
     """A string in both languages, or None."""
-    start = (a.start(), b.start())
-    parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        p, q = queue.popleft()
-        if a.is_final(p) and b.is_final(q):
-            return _path(parent, (p, q))
-        for c in a.live_bytes(p):
-            q2 = b.step(q, c)
-            p2 = a.step(p, c)
-            if q2 is None or p2 is None:
-                continue
-            if (p2, q2) not in parent:
-                parent[(p2, q2)] = ((p, q), c)
-                queue.append((p2, q2))
-    return None
+    return _product_search(a, b, lambda p, q: a.is_final(p) and b.is_final(q))
 
 
 def _preempted(lazy: ByteDFA, other: ByteDFA) -> bytes | None:
     """A string of ``lazy``'s language that is a prefix of a string of ``other`` (proper or not: on a
     tie llguidance hands over the lazy lexeme only), or None."""
-    start = (lazy.start(), other.start())
+    return _product_search(lazy, other, lambda p, q: lazy.is_final(p))
+
+
+def _product_search(a: ByteDFA, b: ByteDFA, goal: Callable[[int, int], bool]) -> bytes | None:
+    """A shortest string read by both ``a`` and ``b`` (breadth first over their product) that ends in
+    a pair of states meeting ``goal``, or None."""
+    start = (a.start(), b.start())
     parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None] = {start: None}
     queue = deque([start])
     while queue:
         p, q = queue.popleft()
-        if lazy.is_final(p):
+        if goal(p, q):
             return _path(parent, (p, q))
-        for c in lazy.live_bytes(p):
-            q2 = other.step(q, c)
-            p2 = lazy.step(p, c)
+        for c in a.live_bytes(p):
+            q2 = b.step(q, c)
+            p2 = a.step(p, c)
             if q2 is None or p2 is None:
                 continue
             if (p2, q2) not in parent:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -326,14 +326,17 @@ class _LexemeTables:
         self._dfa_arrays: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
-        key = (dfa.key, q)
+        return self._lookup((dfa.key, q), lambda: self._build(dfa, q))
+
+    def _lookup(self, key: tuple[Hashable, Hashable], build: Callable[[], _LexTable]) -> _LexTable:
+        """The table under ``key``, built on a miss (LRU, bounded in bytes)."""
         table = self._tables.get(key)
         if table is not None:
             self.hits += 1
             self._tables.move_to_end(key)
             return table
         self.misses += 1
-        table = self._build(dfa, q)
+        table = build()
         self._tables[key] = table
         self.bytes += table.nbytes()
         while self.bytes > self.max_bytes and len(self._tables) > 1:
@@ -417,20 +420,7 @@ class _LexemeTables:
         """The classes of a lexeme that is not a byte table but declares them shareable
         (``token_tables``: its ``key`` and state say everything its steps depend on), e.g. numbers
         under bounds; built by a plain trie walk over the lexeme alone."""
-        key = (lexeme.key, q)
-        table = self._tables.get(key)
-        if table is not None:
-            self.hits += 1
-            self._tables.move_to_end(key)
-            return table
-        self.misses += 1
-        table = self._build_lexeme(lexeme, q)
-        self._tables[key] = table
-        self.bytes += table.nbytes()
-        while self.bytes > self.max_bytes and len(self._tables) > 1:
-            _, old = self._tables.popitem(last=False)
-            self.bytes -= old.nbytes()
-        return table
+        return self._lookup((lexeme.key, q), lambda: self._build_lexeme(lexeme, q))
 
     def _build_lexeme(self, lexeme: Any, q: Hashable) -> _LexTable:
         """Preorder walk of the trie through ``lexeme`` from ``q``: the same three classes as

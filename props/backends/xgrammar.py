@@ -380,10 +380,7 @@ class XGrammarBackend:
             if refused is None:
                 raise
             return refused
-        handle = _Handle(
-            grammar, len(vocabulary.token_bytes), frozenset(vocabulary.eos_ids), tuple(vocabulary.token_bytes)
-        )
-        return Compiled(handle, (time.perf_counter() - t0) * 1000)
+        return _compiled(grammar, vocabulary, t0)
 
     def _compile_tag(self, spec: StructuralTag, vocabulary: Vocabulary) -> CompileOutcome:
         if not FEATURES["structural_tag"]:
@@ -410,14 +407,19 @@ class XGrammarBackend:
             if refused is None:
                 raise
             return refused
-        handle = _Handle(
-            grammar, len(vocabulary.token_bytes), frozenset(vocabulary.eos_ids), tuple(vocabulary.token_bytes)
-        )
-        return Compiled(handle, (time.perf_counter() - t0) * 1000)
+        return _compiled(grammar, vocabulary, t0)
 
     def matcher(self, compiled: Compiled) -> XGrammarMatcher:
         handle: _Handle = compiled.handle
         return XGrammarMatcher(handle, _native_matcher(handle.grammar), [])
+
+
+def _compiled(grammar: Any, vocabulary: Vocabulary, t0: float) -> Compiled:
+    """A compiled grammar as the Backend protocol's value, its compile time from ``t0`` (perf_counter)."""
+    handle = _Handle(
+        grammar, len(vocabulary.token_bytes), frozenset(vocabulary.eos_ids), tuple(vocabulary.token_bytes)
+    )
+    return Compiled(handle, (time.perf_counter() - t0) * 1000)
 
 
 def _native_matcher(grammar: Any) -> xgr.GrammarMatcher:
