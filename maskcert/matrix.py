@@ -13,10 +13,21 @@ scripts) is written under ``OUT/<engine>/``; the matrix folds it into one status
   finding (it let an invalid output or a dead token through) and/or a completeness, liveness, UTF-8
   or EOS-withheld finding (it blocked a valid one);
 * ``limits`` — a resource limit (timeout, memory) and nothing worse;
-* ``refused`` — every probe was refused at compile time (the honest answer);
+* ``refused`` — every probe was refused at compile time (the honest answer); an engine without the
+  spec kind (xgrammar and Lark, llguidance and structural tags) refuses every probe of it, and the
+  cell's ``reason`` says so;
+* ``not_decided`` — the reference refused every probe the engine did not (a construct it cannot
+  decide exactly, its reason in ``reason``): not a verdict on the engine;
 * ``exact`` — no finding on the probes it compiled;
 * ``not_run`` — the budget ran out before any of its probes; ``internal_error`` — maskcert failed
   (report it: a bug of maskcert, never the engine's).
+
+Tool-call rows (:data:`props.corpus.features.TOOLCALL_FEATURES`: one per structural-tag format type, one
+per model template of the tool-call snapshot, llguidance's Lark tool-call constructs) name special
+tokens, so they are certified on their own vocabulary, a byte-level BPE trained with
+:data:`~props.corpus.features.TOOLCALL_SPECIAL_TOKENS` added (:func:`toolcall_vocabulary`), the names
+bound to its ids as certify binds them (``SpecRef.naming_special_tokens``); that report is written under
+``OUT/<engine>/toolcalls/``.
 
 Serving findings (fork, rollback, jump-forward, ...) do not change a cell's status; they are listed
 with its defects. ``matrix.json`` (the schema below), ``matrix.md`` and ``matrix.html`` (engines side by
@@ -25,9 +36,10 @@ written by :meth:`Matrix.write`.
 
 ``matrix.json``::
 
-    {"engines": [{"name", "version", "report"}], "tokenizer": {...},
+    {"engines": [{"name", "version", "report", "toolcall_report"?}], "tokenizer": {...},
+     "toolcall_tokenizer": {...},   # when tool-call rows ran
      "features": [{"id", "kind", "description"}],
-     "cells": [{"engine", "feature", "status", "probes": {"checked", "refused"},
+     "cells": [{"engine", "feature", "status", "reason"?, "probes": {"checked", "refused"},
                 "defects": [{"id", "invariant", "summary", "spec", "finding", "targets", "witness",
                              "link", "repro"}]}],
      "counts": {engine: {status: n}},
@@ -50,9 +62,11 @@ from typing import Any
 from maskcert.certification import CertifyConfig, CertifyError, Report, certify, load_vocabularies
 from maskcert.sharding import signal_name, signals
 from props.checks.defects import group, reference_grammars
-from props.contract.findings import Finding, Invariant
-from props.corpus.features import FEATURES, Feature
+from props.contract.findings import SPECIAL_TOKEN_KINDS, Finding, Invariant
+from props.corpus.features import FEATURES, TOOLCALL_FEATURES, TOOLCALL_SPECIAL_TOKENS, Feature
 from props.output.report import ReportJSON
+from refdecoder import render_text
+from tokenizers_matrix import Vocabulary, train_bpe
 
 __all__ = [
     "STATUSES",
@@ -62,11 +76,18 @@ __all__ = [
     "matrix_from_reports",
     "cell_status",
     "select_features",
+    "toolcall_vocabulary",
 ]
+
+_ALL_FEATURES: tuple[Feature, ...] = (*FEATURES, *TOOLCALL_FEATURES)
+_TOOLCALL_IDS = frozenset(f.id for f in TOOLCALL_FEATURES)
+#: Where a tool-call report sits inside an engine's report directory.
+TOOLCALL_DIR = "toolcalls"
 
 STATUSES = (
     "exact",
     "refused",
+    "not_decided",
     "unsound",
     "incomplete",
     "unsound+incomplete",
@@ -88,6 +109,7 @@ _INCOMPLETE = frozenset(
 _COLOURS = {
     "exact": "#c8f7c5",
     "refused": "#dfe6ee",
+    "not_decided": "#eeeeee",
     "unsound": "#f4a7a3",
     "incomplete": "#fbe3a1",
     "unsound+incomplete": "#e58ad0",
@@ -105,23 +127,44 @@ class MatrixError(CertifyError):
 def select_features(selectors: Sequence[str] = ()) -> list[Feature]:
     """The features whose id equals or starts with one of ``selectors`` (all when none given)."""
     if not selectors:
-        return list(FEATURES)
-    out = [f for f in FEATURES if any(f.id == s or f.id.startswith(s.rstrip("/") + "/") for s in selectors)]
+        return list(_ALL_FEATURES)
+    out = [
+        f for f in _ALL_FEATURES if any(f.id == s or f.id.startswith(s.rstrip("/") + "/") for s in selectors)
+    ]
     if not out:
         raise MatrixError(
             f"--feature {', '.join(selectors)}: expected a feature id or prefix such as json_schema/not, "
-            f"json_schema/format or regex (ids: {', '.join(f.id for f in FEATURES[:6])}, ...)"
+            f"json_schema/format, regex, structural_tag, toolcall or lark "
+            f"(ids: {', '.join(f.id for f in FEATURES[:6])}, ...)"
         )
     return out
+
+
+def _is_toolcall(f: Feature) -> bool:
+    return f.id in _TOOLCALL_IDS
+
+
+def toolcall_vocabulary() -> Vocabulary:
+    """The vocabulary of the tool-call rows: the ``bpe`` matrix tokenizer's training with
+    :data:`TOOLCALL_SPECIAL_TOKENS` added as special tokens (trained once, cached on disk)."""
+    return train_bpe(special_tokens=TOOLCALL_SPECIAL_TOKENS, name="bpe-toolcall")
 
 
 def _feature_of(spec_name: str) -> str:
     return spec_name.split("#", 1)[0]
 
 
-def cell_status(findings: Sequence[Finding], checked: int, refused: int, internal: int, seen: int) -> str:
+def cell_status(
+    findings: Sequence[Finding],
+    checked: int,
+    refused: int,
+    internal: int,
+    seen: int,
+    reference_refused: int = 0,
+) -> str:
     """The status of one cell from its findings and how many of its probes were checked, refused by
-    the backend, failed inside maskcert, or reached at all (see the module doc)."""
+    the backend, failed inside maskcert, refused by the reference alone, or reached at all (see the
+    module doc)."""
     invariants = {f.invariant for f in findings}
     if Invariant.CRASH in invariants:
         return "crash"
@@ -145,6 +188,8 @@ def cell_status(findings: Sequence[Finding], checked: int, refused: int, interna
         return "not_run"
     if checked == 0 and refused > 0:
         return "refused"
+    if checked == 0 and reference_refused > 0:
+        return "not_decided"
     return "exact"
 
 
@@ -200,6 +245,13 @@ def _witness(f: Finding) -> bytes | None:
     return None
 
 
+def _render(witness: bytes, f: Finding) -> str:
+    """``witness`` as text: special tokens by name where the finding's spec names them."""
+    if f.spec.kind in SPECIAL_TOKEN_KINDS:
+        return render_text(witness, f.spec.special_names)
+    return witness.decode("utf-8", "backslashreplace")
+
+
 def _cells(
     engine: str,
     features: Sequence[Feature],
@@ -216,9 +268,14 @@ def _cells(
         by_feature.setdefault(_feature_of(f.spec.name), []).append(f)
     refused: Counter[str] = Counter()
     reference_refused: Counter[str] = Counter()
+    # Each feature's first refusal by the engine ("refused") and by the reference ("not_decided"): the
+    # reason the cell shows.
+    reasons: dict[tuple[str, str], str] = {}
     for r in data.get("refusals", []):
         fid = _feature_of(str(r.get("spec", "")))
-        if r.get("side") in ("backend", "both"):
+        status = "refused" if r.get("side") in ("backend", "both") else "not_decided"
+        reasons.setdefault((fid, status), str(r.get("reason", "")))
+        if status == "refused":
             refused[fid] += 1
         else:
             reference_refused[fid] += 1
@@ -236,7 +293,7 @@ def _cells(
         # Probes reached: checked ones have an instances entry; refused ones a refusal entry.
         checked = max(0, walked[fid] - reference_refused[fid])
         seen = walked[fid] + refused[fid] + internal[fid]
-        status = cell_status(found, checked, refused[fid], internal[fid], seen)
+        status = cell_status(found, checked, refused[fid], internal[fid], seen, reference_refused[fid])
         defects = []
         for d in group(found, grammar_of):
             ex = d.example
@@ -250,9 +307,7 @@ def _cells(
                     "spec": ex.spec.name,
                     "finding": ex.id,
                     "targets": cert.get("targets"),
-                    "witness": witness.decode("utf-8", "backslashreplace")[:200]
-                    if isinstance(witness, bytes)
-                    else None,
+                    "witness": _render(witness, ex)[:200] if isinstance(witness, bytes) else None,
                     "link": f"{base}/report.html#finding-{ex.id}",
                     "repro": f"{base}/{ex.repro}" if ex.repro else None,
                 }
@@ -262,6 +317,7 @@ def _cells(
                 "engine": engine,
                 "feature": fid,
                 "status": status,
+                **({"reason": reasons[fid, status][:300]} if (fid, status) in reasons else {}),
                 "probes": {
                     "total": len(feat.probes),
                     "checked": checked,
@@ -300,47 +356,68 @@ def run_matrix(
     if resume and out is None:
         raise MatrixError("maskcert matrix: resume needs the output directory of the run to continue")
     chosen = select_features(features)
-    cases = [c for f in chosen for c in f.probes]
-    vocab = load_vocabularies([tokenizer])[0]
+    # Two runs per engine: the features on the chosen vocabulary, the tool-call rows on theirs (module doc).
+    plain = [f for f in chosen if not _is_toolcall(f)]
+    calls = [f for f in chosen if _is_toolcall(f)]
+    runs: list[tuple[list[Feature], Vocabulary, str]] = []  # (features, vocabulary, report subdirectory)
+    if plain:
+        runs.append((plain, load_vocabularies([tokenizer])[0], ""))
+    if calls:
+        runs.append((calls, toolcall_vocabulary(), TOOLCALL_DIR))
     engines: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
     reports: dict[str, Report | ReportJSON] = {}
     not_run: list[str] = []
-    config = CertifyConfig(
-        tokenizers=[vocab],
-        corpus=(),
-        cases=cases,
-        examples=0,
-        strings=strings,
-        seed=seed,
-        minimize_s=0,
-        budget_s=None if budget_s is None else max(1.0, budget_s / len(backends)),  # per engine
-        progress=progress,
-    )
+    per_run = None if budget_s is None else max(1.0, budget_s / (len(backends) * len(runs)))
     started = time.monotonic()
     with signals() as stop:
         for name in backends:
             if stop():
                 not_run.append(name)
                 continue
-            where = None if out is None else Path(out) / name
-            again = resume and where is not None and (where / "checkpoint" / "run.json").exists()
-            report = certify(name, config, out=where, resume=again)
-            engines.append(
-                {
+            entry: dict[str, Any] = {}
+            for part, vocab, sub in runs:
+                if entry and stop():  # the signal stopped the first run: the second is not started
+                    break
+                config = CertifyConfig(
+                    tokenizers=[vocab],
+                    corpus=(),
+                    cases=[c for f in part for c in f.probes],
+                    examples=0,
+                    strings=strings,
+                    seed=seed,
+                    minimize_s=0,
+                    budget_s=per_run,
+                    progress=progress,
+                )
+                rel = f"{name}/{sub}" if sub else name
+                where = None if out is None else Path(out) / rel
+                again = resume and where is not None and (where / "checkpoint" / "run.json").exists()
+                report = certify(name, config, out=where, resume=again)
+                key = "toolcall_report" if sub else "report"
+                complete = entry.get("complete", True) and report.complete
+                entry = {
                     "name": report.backend.name,
                     "version": report.backend.version,
-                    "report": f"{name}/report.html",
-                    "complete": report.complete,
+                    **entry,
+                    key: f"{rel}/report.html",
+                    "complete": complete,
                 }
-            )
-            reports[name] = report
-            cells += _cells(name, chosen, report.findings, report.to_json())
-        tokenizer = {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint}
-        extra = (
+                reports[f"{name}/{sub}" if sub else name] = report
+                cells += _cells(name, part, report.findings, report.to_json(), base=rel)
+            entry.setdefault("report", entry.get("toolcall_report"))
+            engines.append(entry)
+        extra: dict[str, Any] = (
             {"interrupted": signal_name(stop.signal), "not_run": not_run} if stop.signal is not None else {}
         )
-        return _assemble(engines, cells, chosen, tokenizer, time.monotonic() - started, reports, out, extra)
+        if calls:
+            extra["toolcall_tokenizer"] = _tokenizer_json(runs[-1][1])
+        main = _tokenizer_json(runs[0][1])
+        return _assemble(engines, cells, chosen, main, time.monotonic() - started, reports, out, extra)
+
+
+def _tokenizer_json(vocab: Vocabulary) -> dict[str, Any]:
+    return {"name": vocab.name, "size": len(vocab), "fingerprint": vocab.fingerprint}
 
 
 def _assemble(
@@ -378,7 +455,9 @@ def matrix_from_reports(
     ``certify --corpus features`` runs, one per engine, e.g. in parallel or on several machines): each
     directory's ``report.json`` is read back and folded as :func:`run_matrix` folds its own reports.
     With ``out``, the matrix files are written there and each engine's report is linked where it is.
-    All reports must be on one tokenizer (a matrix compares engines on the same vocabulary)."""
+    All reports must be on one tokenizer (a matrix compares engines on the same vocabulary). A
+    ``toolcalls/report.json`` beside a report (what :func:`run_matrix` writes) gives the tool-call rows;
+    without one they come from the report itself (``not_run`` where it has none of their probes)."""
     from props.output.report import load_report
 
     if not report_dirs:
@@ -389,6 +468,7 @@ def matrix_from_reports(
     reports: dict[str, Report | ReportJSON] = {}
     tokenizer: dict[str, Any] | None = None
     seconds = 0.0
+    extra: dict[str, Any] = {}
     for d in report_dirs:
         path = Path(d) / "report.json" if Path(d).is_dir() else Path(d)
         data = load_report(path)
@@ -407,18 +487,34 @@ def matrix_from_reports(
         findings = [Finding.from_json(f) for f in data.get("findings", [])]
         reports[name] = data
         rel = (path.parent if out is None else Path(os.path.relpath(path.parent, out))).as_posix()
-        engines.append(
-            {
-                "name": name,
-                "version": data["backend"]["version"],
-                "report": f"{rel}/report.html",
-                "complete": data.get("complete"),
-            }
-        )
-        cells += _cells(name, chosen, findings, data, base=rel)
+        entry = {
+            "name": name,
+            "version": data["backend"]["version"],
+            "report": f"{rel}/report.html",
+            "complete": data.get("complete"),
+        }
+        # The tool-call rows from the report run_matrix writes beside it (module doc), when there is one.
+        tc_path = path.parent / TOOLCALL_DIR / "report.json"
+        split = tc_path.exists()
+        own = [f for f in chosen if not (split and _is_toolcall(f))]
+        cells += _cells(name, own, findings, data, base=rel)
         seconds += float(data.get("elapsed_s") or 0)
+        if split:
+            tc = load_report(tc_path)
+            toks = tc.get("tokenizers") or []
+            if len(toks) != 1:
+                raise MatrixError(f"{tc_path}: expected a report on one tokenizer, found {len(toks)}")
+            extra["toolcall_tokenizer"] = {k: toks[0][k] for k in ("name", "size", "fingerprint")}
+            tc_rel = f"{rel}/{TOOLCALL_DIR}"
+            tc_findings = [Finding.from_json(f) for f in tc.get("findings", [])]
+            cells += _cells(name, [f for f in chosen if _is_toolcall(f)], tc_findings, tc, base=tc_rel)
+            reports[f"{name}/{TOOLCALL_DIR}"] = tc
+            entry["toolcall_report"] = f"{tc_rel}/report.html"
+            entry["complete"] = bool(data.get("complete")) and bool(tc.get("complete"))
+            seconds += float(tc.get("elapsed_s") or 0)
+        engines.append(entry)
     assert tokenizer is not None
-    return _assemble(engines, cells, chosen, tokenizer, seconds, reports, out)
+    return _assemble(engines, cells, chosen, tokenizer, seconds, reports, out, extra)
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -487,6 +583,10 @@ def render_markdown(data: dict[str, Any]) -> str:
             d = (own or unsound_defects or [None])[0]
             what = f"{d['summary']} — witness {d['witness']!r}" if d else ""
             lines.append(f"- {c['engine']} × `{c['feature']}`: {what}")
+    undecided = [c for c in data["cells"] if c["status"] == "not_decided"]
+    if undecided:
+        lines += ["", "## Not decided by the reference", ""]
+        lines += [f"- {c['engine']} × `{c['feature']}`: {c.get('reason', '')}" for c in undecided]
     return "\n".join(lines) + "\n"
 
 
@@ -519,7 +619,8 @@ def render_html(data: dict[str, Any]) -> str:
                 for d in c["defects"]
             )
             tds.append(
-                f'<td style="background:{_COLOURS.get(c["status"], "#fff")}" class="{h(c["status"])}">'
+                f'<td style="background:{_COLOURS.get(c["status"], "#fff")}" class="{h(c["status"])}"'
+                f' title="{h(c.get("reason", ""))}">'
                 f"<b>{h(c['status'])}</b>{'<br>' + links if links else ''}</td>"
             )
         rows.append(

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -105,17 +105,26 @@ def train_bpe(
     style: BpeStyle = "byte-level",
     name: str | None = None,
     cache: bool = True,
+    special_tokens: Sequence[str] = (),
 ) -> Vocabulary:
     """A BPE trained with Hugging Face ``tokenizers`` on the corpus.
 
     ``byte-level``: GPT-2 style (ByteLevel pre-tokenizer and decoder, all 256 bytes in the alphabet),
     EOS ``<|endoftext|>``. ``metaspace``: Llama style (Metaspace ``▁`` pre-tokenizer, ``<0xNN>`` byte
     fallback pieces in the model vocabulary, ``<unk>``/``<s>``/``</s>``), EOS ``</s>``.
+    ``special_tokens``: added special tokens after EOS (byte-level only; ids 1, 2, ... in order), as
+    tool-call vocabularies have them.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    params = {"vocab_size": vocab_size, "style": style, "min_frequency": 2}
+    params: dict[str, Any] = {"vocab_size": vocab_size, "style": style, "min_frequency": 2}
     eos = "<|endoftext|>" if style == "byte-level" else "</s>"
+    if special_tokens:
+        if style != "byte-level":
+            raise ValueError(f"special_tokens: expected style 'byte-level', not {style!r}")
+        if len(set(special_tokens)) != len(special_tokens) or eos in special_tokens:
+            raise ValueError(f"special_tokens: expected distinct names other than {eos!r}")
+        params["special_tokens"] = list(special_tokens)  # absent when empty: earlier caches stay valid
 
     def produce(folder: Path) -> None:
         byte_pieces = [f"<0x{b:02X}>" for b in range(256)]
@@ -126,7 +135,7 @@ def train_bpe(
             trainer = trainers.BpeTrainer(
                 vocab_size=vocab_size,
                 min_frequency=2,
-                special_tokens=[eos],
+                special_tokens=[eos, *special_tokens],
                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                 show_progress=False,
             )

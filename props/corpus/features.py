@@ -10,6 +10,7 @@ its feature id.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from props.contract.findings import SpecKind, SpecRef
 from props.corpus._errors import CorpusError
 from props.corpus._load import Case
 
-__all__ = ["Feature", "FEATURES", "feature_cases", "feature"]
+__all__ = ["Feature", "FEATURES", "TOOLCALL_FEATURES", "TOOLCALL_SPECIAL_TOKENS", "feature_cases", "feature"]
 
 CORPUS = "features"
 # Profile the suite's schemas are judged under: undeclared keys may repeat (what engines implement),
@@ -607,10 +608,215 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
+# -- tool calls (issue 29) ---------------------------------------------------------------------------
+# Probes of the kinds that name special tokens: no valid instances here (their outputs hold special
+# tokens, which no validator of props.corpus reads); certification draws valid texts from the reference.
+
+#: The special tokens the tool-call probes name: ``maskcert matrix`` certifies them on a vocabulary
+#: that has exactly these as added special tokens, in this order (ids 1, 2, ... after EOS).
+TOOLCALL_SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|tool_call|>",
+    "<|/tool_call|>",
+    "<|eos|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+)
+_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 8}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+_CALL: dict[str, Any] = {"type": "json_schema", "json_schema": _ARGS}
+_WORD: dict[str, Any] = {"type": "const_string", "value": "ok"}
+
+
+def _call_tag(begin: Any = "<call>", end: Any = "</call>") -> dict[str, Any]:
+    return {"type": "tag", "begin": begin, "content": _CALL, "end": end}
+
+
+def _token(name: str) -> dict[str, Any]:
+    return {"type": "token", "token": name}
+
+
+#: One small structural tag per format type of xgrammar 0.2.9 (its docs/structural_tag.md).
+_TAG_FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
+    "const_string": ("a constant string", {"type": "const_string", "value": "yes é"}),
+    "json_schema": ("a JSON Schema (JSON style)", _CALL),
+    "json_schema-qwen_xml": (
+        "a JSON Schema in style qwen_xml (<parameter=name>value</parameter>)",
+        {"type": "json_schema", "json_schema": _ARGS, "style": "qwen_xml"},
+    ),
+    "grammar": ("an EBNF grammar", {"type": "grammar", "grammar": 'root ::= ("yes" | "no")'}),
+    "regex": ("a regular expression", {"type": "regex", "pattern": "[A-Z]{2}-[0-9]{1,3}"}),
+    "any_text": (
+        "free text with excludes, ended by its tag's end",
+        {"type": "tag", "begin": "<t>", "content": {"type": "any_text", "excludes": ["<x>"]}, "end": "</t>"},
+    ),
+    "sequence": ("a sequence", {"type": "sequence", "elements": [_WORD, _CALL]}),
+    "or": ("alternatives", {"type": "or", "elements": [_WORD, {"type": "const_string", "value": "no"}]}),
+    "optional": (
+        "an optional format",
+        {"type": "sequence", "elements": [{"type": "optional", "content": _WORD}, _CALL]},
+    ),
+    "plus": ("one or more", {"type": "plus", "content": _WORD}),
+    "star": ("zero or more", {"type": "sequence", "elements": [{"type": "star", "content": _WORD}, _CALL]}),
+    "repeat": ("a repetition range", {"type": "repeat", "min": 1, "max": 3, "content": _WORD}),
+    "tag": ("begin, content, end", _call_tag()),
+    "triggered_tags": (
+        "free text until a trigger, then a tag",
+        {"type": "triggered_tags", "triggers": ["<call"], "tags": [_call_tag()]},
+    ),
+    "triggered_tags-required": (
+        "triggered tags with at_least_one and stop_after_first (exactly one call)",
+        {
+            "type": "triggered_tags",
+            "triggers": ["<call"],
+            "tags": [_call_tag()],
+            "at_least_one": True,
+            "stop_after_first": True,
+        },
+    ),
+    "tags_with_separator": (
+        "tags joined by a separator",
+        {"type": "tags_with_separator", "tags": [_call_tag()], "separator": ","},
+    ),
+    "dispatch": (
+        "text patterns dispatching to formats",
+        {"type": "dispatch", "rules": [["<f=a>", _CALL], ["<f=b>", _WORD]]},
+    ),
+    "token": (
+        "a special token between texts",
+        {"type": "sequence", "elements": [_WORD, _token("<|tool_call|>"), _CALL, _token("<|/tool_call|>")]},
+    ),
+    "exclude_token": (
+        "any one token but the excluded ones",
+        {"type": "sequence", "elements": [{"type": "exclude_token", "exclude_tokens": ["<|eos|>"]}, _WORD]},
+    ),
+    "any_tokens": (
+        "any tokens but the excluded ones, ended by its tag's end token",
+        {
+            "type": "tag",
+            "begin": _token("<think>"),
+            "content": {"type": "any_tokens", "exclude_tokens": ["<|eos|>"]},
+            "end": _token("</think>"),
+        },
+    ),
+    "token_triggered_tags": (
+        "special-token triggers, then a tag between tokens",
+        {
+            "type": "token_triggered_tags",
+            "trigger_tokens": ["<|tool_call|>"],
+            "tags": [_call_tag(_token("<|tool_call|>"), _token("<|/tool_call|>"))],
+            "exclude_tokens": ["<|eos|>"],
+        },
+    ),
+    "token_dispatch": (
+        "special tokens dispatching to formats",
+        {"type": "token_dispatch", "rules": [["<tool_call>", _CALL], ["<think>", _WORD]], "loop": False},
+    ),
+    "qwen_xml_parameter": (
+        "Qwen XML parameters (the deprecated format type)",
+        {"type": "qwen_xml_parameter", "json_schema": _ARGS},
+    ),
+}
+
+
+def _special_feature(kind: SpecKind, fid: str, description: str, how: str, src: Any) -> Feature:
+    """A one-probe feature whose spec names special tokens by name; their ids are the vocabulary's
+    (``SpecRef.naming_special_tokens``, as certify fills them in)."""
+    key = "tag" if kind == SpecKind.STRUCTURAL_TAG else "text"
+    case = Case(SpecRef(kind, {key: src, "special_tokens": {}}, f"{fid}#{how}", CORPUS), covers=(fid,))
+    return Feature(fid, kind.value, description, (case,))
+
+
+def _structural_tag_features() -> list[Feature]:
+    return [
+        _special_feature(
+            SpecKind.STRUCTURAL_TAG,
+            f"structural_tag/{name}",
+            description,
+            "alone",
+            {"type": "structural_tag", "format": fmt},
+        )
+        for name, (description, fmt) in _TAG_FORMATS.items()
+    ]
+
+
+def _template_features() -> list[Feature]:
+    """One row per model template of the tool-call snapshot: the structural tag it made for one tool,
+    ``tool_choice`` auto, parallel calls, reasoning auto (and a row with token markers where the
+    template has them)."""
+    from props.corpus.toolcalls import load_snapshot
+
+    header, records = load_snapshot()
+    out = []
+    for r in records:
+        o = r.options
+        request = (o.tools, o.tool_choice, o.parallel, o.reasoning)
+        if request != ("one_tool", "auto", True, "auto") or r.tag is None:
+            continue
+        fid = f"toolcall/{o.template}" + ("/token_markers" if o.token_markers else "")
+        description = (
+            f"{header['engine']} {header['version']} template {o.template}"
+            + (" (special tokens as token formats)" if o.token_markers else "")
+            + ": one tool, tool_choice auto, parallel calls"
+        )
+        out.append(_special_feature(SpecKind.STRUCTURAL_TAG, fid, description, "one_tool", r.tag))
+    return out
+
+
+_LARK_ARGS = json.dumps(_ARGS)
+#: Lark tool-call constructs of llguidance (its docs/syntax.md, docs/special_tokens.md, docs/toolcalls.md).
+_LARK: list[tuple[str, str, str]] = [
+    ("special-token", "a special token by name <|name|>", 'start: "call " <|tool_call|> "x" <|/tool_call|>'),
+    ("special-token-id", "a special token by id <[id]>", 'start: "call " <[1]> "x" <[2]>'),
+    (
+        "json-between-tokens",
+        "%json between special tokens after free text",
+        f"start: TEXT <|tool_call|> %json {_LARK_ARGS} <|/tool_call|>\nTEXT: /[a-z ]{{0,12}}/",
+    ),
+    (
+        "ignore",
+        "%ignore whitespace between lexemes",
+        'start: "(" NAME ("," NAME)* ")"\nNAME: /[a-z]+/\n%ignore /[ \\t]+/',
+    ),
+    (
+        "lazy",
+        "lazy rules: free text with tool calls in text tags (llguidance's syntax.md, Tool calling)",
+        "start: f_call* f_end\nf_end: TEXT\nTEXT: /(.|\\n)*/\n"
+        f'f_hd[lazy]: TEXT "<function"\nf_call: f_hd "=get>" %json {_LARK_ARGS} "</function>"',
+    ),
+]
+
+
+def _lark_features() -> list[Feature]:
+    return [
+        _special_feature(SpecKind.LARK, f"lark/{name}", description, "alone", text)
+        for name, description, text in _LARK
+    ]
+
+
+#: Tool-call rows of the matrix: each structural-tag format type, each model template of the snapshot,
+#: llguidance's Lark tool-call constructs. Not in :data:`FEATURES` (nor ``load_corpus("features")``):
+#: their probes name :data:`TOOLCALL_SPECIAL_TOKENS`, which a vocabulary must have.
+TOOLCALL_FEATURES: tuple[Feature, ...] = (
+    *_structural_tag_features(),
+    *_template_features(),
+    *_lark_features(),
+)
+
+
 def feature(fid: str) -> Feature:
     """The feature with id ``fid`` (or every feature whose id starts with ``fid + "/"`` is not it: an
     exact id); a :class:`CorpusError` naming the known ids otherwise."""
-    for f in FEATURES:
+    for f in (*FEATURES, *TOOLCALL_FEATURES):
         if f.id == fid:
             return f
     raise CorpusError(f"feature {fid!r}", f"one of {', '.join(f.id for f in FEATURES)}")
