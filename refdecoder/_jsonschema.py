@@ -46,7 +46,7 @@ from typing import Any
 
 from ._drafts import REF_ALONE, UNKNOWN
 from ._dynamic import Scope
-from ._fsa import CodepointDFA
+from ._fsa import CodepointDFA, dfa_bound
 from ._jsonschema_ctx import Ctx, Keyword, SchemaCompiler, ecma_search, props_dict
 from ._limits import check_bound, spend
 from ._numbers import NumberPredicate
@@ -59,12 +59,14 @@ from ._shapes import (
     TRUE,
     ArrayShape,
     Contains,
+    CountedStrings,
     Expr,
     ObjectShape,
     Shape,
     any_shape,
     empty_shape,
     only,
+    string_dfa,
 )
 from ._unevaluated import unevaluated_items, unevaluated_properties
 from .errors import LimitExceeded, SpecError, Unsupported
@@ -332,7 +334,7 @@ def enum(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
         else:
             out = ctx.c.algebra.union(out, ctx.c.shape_of_value(v))
     if strings:
-        out = replace(out, string=out.string.union(CodepointDFA.literals(strings)))
+        out = replace(out, string=string_dfa(out.string).union(CodepointDFA.literals(strings)))
     return out
 
 
@@ -367,6 +369,9 @@ def minLength(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 def maxLength(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     n = _nonneg_int(value, "maxLength", ctx.at("maxLength"))
+    if n + 1 > dfa_bound():  # the counter automaton alone passes dfa_states: count in the lexeme,
+        check_bound("maxLength", n, ctx.at("maxLength"))  # up to the counts the matcher counts to
+        return only(string=CountedStrings(CodepointDFA.any_string(), 0, n))
     return only(string=CodepointDFA.any_string().length_between(0, n))
 
 
@@ -486,7 +491,7 @@ def maxProperties(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
 
 def propertyNames(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     s = ctx.c.shape(ctx.sub("propertyNames"))
-    return only(objects=(ObjectShape(key_lang=s.string),))
+    return only(objects=(ObjectShape(key_lang=string_dfa(s.string)),))
 
 
 def dependentRequired(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
@@ -553,11 +558,11 @@ def oneOf(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape:
     number = NumberPredicate.none()
     string = CodepointDFA.empty()
     for i, s in enumerate(shapes):
-        n_i, s_i = s.number, s.string
+        n_i, s_i = s.number, string_dfa(s.string)
         for j, t in enumerate(shapes):
             if j != i:
                 n_i = n_i.and_(t.number.not_())
-                s_i = s_i.difference(t.string)
+                s_i = s_i.difference(string_dfa(t.string))
         number = number.or_(n_i)
         string = string.union(s_i)
     arrays = _exactly_one(

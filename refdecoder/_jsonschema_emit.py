@@ -26,7 +26,19 @@ from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
 from ._parser import Parser
-from ._shapes import FALSE, TRUE, ArrayShape, Expr, ObjectShape, and_exprs, any_shape, not_expr
+from ._shapes import (
+    FALSE,
+    TRUE,
+    ArrayShape,
+    CountedStrings,
+    Expr,
+    ObjectShape,
+    Strings,
+    and_exprs,
+    any_shape,
+    not_expr,
+    string_dfa,
+)
 from ._valuememory import AnyValueLexeme, ScalarValueLexeme, UniqueArrayNode
 from .errors import LimitExceeded, SpecError, Unsupported
 from .grammar import JsonSchema, Limits
@@ -602,9 +614,12 @@ class Emitter:
         self.b.define(node, Alt(tuple(opts)))
         return node
 
-    def string_lexeme(self, dfa: CodepointDFA) -> ByteDFA | JsonStringLexeme:
-        """A byte table within ``automaton_states``, else the same language read lazily."""
-        return json_string_lexeme(dfa, self.profile.unicode_escapes, self.c.limits.automaton_states)
+    def string_lexeme(self, strings: Strings) -> ByteDFA | JsonStringLexeme:
+        """A byte table within ``automaton_states``, else the same language read lazily; a counted
+        language (:class:`CountedStrings`) counts its length in the lexeme's state."""
+        if isinstance(strings, CountedStrings):
+            return JsonStringLexeme(strings.dfa, self.profile.unicode_escapes, (strings.lo, strings.hi))
+        return json_string_lexeme(strings, self.profile.unicode_escapes, self.c.limits.automaton_states)
 
     # -- arrays ---------------------------------------------------------------------------------
     def array(self, a: ArrayShape) -> int:
@@ -691,7 +706,7 @@ class Emitter:
                     shape.null,
                     shape.boolean,
                     shape.number,
-                    shape.string,
+                    string_dfa(shape.string),
                     self.profile.unicode_escapes,
                     self.c.limits.automaton_states,
                     where,

@@ -31,6 +31,20 @@ interval meets a transition of ``q``. So every state ``step`` returns can reach 
 :meth:`witness` completes a state with the fewest bytes: the pending code point by its cheapest
 possible spelling, then the shortest path to a final state of ``D`` weighted by the cheapest
 spelling of each transition (Dijkstra on the reversed automaton, computed on first use).
+
+Length bounds
+-------------
+``JsonStringLexeme(D, escapes, lengths=(lo, hi))`` reads ``D ∩ {length in [lo, hi]}`` (length in
+code points: an escape is one) without the product automaton, which for ``date-time`` beside
+``maxLength: 64`` passes ``Limits.dfa_states`` (``_shapes.CountedStrings`` decides when). A state
+between code points is ``n * N + q``: ``q`` the state of ``D``, ``n`` the code points read, ``N``
+the states of ``D``. Trimness: :func:`remaining_lengths` gives, per ``q``, the exact set of lengths
+``r <= hi`` of the words from ``q`` to a final state, and a code point is taken into ``t`` only if
+some ``r`` with ``lo <= n + 1 + r <= hi`` is in ``t``'s set (``_viable``); a partial encoding is kept
+only if its interval meets a transition into such a ``t``; the closing quote needs a final ``q`` and
+``n >= lo``. So every state returned can still reach the closing quote within the bounds, and the
+language read is exactly ``D ∩ {length in [lo, hi]}``. The witness is a Dijkstra forward over the
+viable pairs ``(q, n)`` (each ``n <= hi``, so it ends), with the same per-transition costs.
 """
 
 from __future__ import annotations
@@ -44,6 +58,7 @@ from typing import Any
 from ._cpset import complement, normalize
 from ._fsa import ByteViewTooLarge, CodepointDFA
 from ._lexeme import ByteDFA
+from ._limits import spend
 
 __all__ = ["JsonStringLexeme", "json_string_lexeme", "BYTE_STATES_PER_STATE"]
 
@@ -71,12 +86,29 @@ class JsonStringLexeme:
     (see the module doc). ``dfa`` must not be empty. Implements the Lexeme protocol of
     ``refdecoder/_lexeme.py`` with ``can_continue`` and ``witness``."""
 
-    __slots__ = ("_dfa", "_escapes", "_key", "_rows", "_los", "_finals", "_dist")
+    __slots__ = (
+        "_dfa",
+        "_escapes",
+        "_key",
+        "_rows",
+        "_los",
+        "_finals",
+        "_dist",
+        "_n",
+        "_lengths",
+        "_reach",
+        "_empty",
+        "_rest",
+    )
 
-    def __init__(self, dfa: CodepointDFA, unicode_escapes: bool = True) -> None:
+    def __init__(
+        self, dfa: CodepointDFA, unicode_escapes: bool = True, lengths: tuple[int, int] | None = None
+    ) -> None:
         if dfa.is_empty():
             raise ValueError("the language is empty: no lexeme represents it (check is_empty() first)")
-        self._key = ("json-string", dfa.key, unicode_escapes)
+        if lengths is not None and not 0 <= lengths[0] <= lengths[1]:
+            raise ValueError(f"length bounds {lengths!r}: want 0 <= lo <= hi")
+        self._key = ("json-string", dfa.key, unicode_escapes, lengths)
         if not unicode_escapes:  # drop the strings no spelling reaches, so that D stays trim
             dfa = dfa.intersection(_spellable_without_u_escapes())
         # None spellable (a control character without a short escape in every member): an empty
@@ -87,6 +119,13 @@ class JsonStringLexeme:
         self._los = [[lo for lo, _, _ in row] for row in self._rows]
         self._finals = dfa.finals
         self._dist: list[int] | None = None
+        # Counted form (see "Length bounds" in the module doc): a state between code points is
+        # n * N + q (q: the state of D, n: code points read); N = 1 and n = 0 when not counting.
+        self._lengths = lengths
+        self._n = max(1, dfa.num_states) if lengths is not None else 0
+        self._reach = remaining_lengths(dfa, lengths[1]) if lengths is not None and self._rows else None
+        self._empty = dfa.is_empty() or (lengths is not None and not self._viable(0, 0))
+        self._rest: dict[int, tuple[int, bytes]] = {}
 
     # -- the Lexeme protocol --------------------------------------------------------------------
     @property
@@ -100,13 +139,13 @@ class JsonStringLexeme:
         return state == _CLOSED
 
     def can_continue(self, state: Hashable) -> bool:
-        return state != _CLOSED and not (state == _OPEN and self._dfa.is_empty())
+        return state != _CLOSED and not (state == _OPEN and self._empty)
 
     def step(self, state: Hashable, byte: int) -> Hashable | None:
         if isinstance(state, int):
             if state >= 0:
                 return self._between(state, byte)
-            return 0 if state == _OPEN and byte == 0x22 and not self._dfa.is_empty() else None
+            return 0 if state == _OPEN and byte == 0x22 and not self._empty else None
         st: tuple[Any, ...] = state  # type: ignore[assignment]
         kind, q = st[0], st[1]
         if kind == "u":  # UTF-8: ("u", q, value bits, continuation bytes left, bytes in all)
@@ -149,26 +188,59 @@ class JsonStringLexeme:
         return ("l", q, high, acc, k) if self._meets(q, base + lo, base + hi) else None
 
     # -- decoding helpers -----------------------------------------------------------------------
-    def _between(self, q: int, byte: int) -> Hashable | None:
+    # A state ``s`` between code points (also the second field of a partial state) is ``n * N + q``
+    # when counting, else ``q``: :meth:`_split` takes it apart.
+    def _split(self, s: int) -> tuple[int, int]:
+        """``(q, n)``: the state of ``D`` and the code points read (0 when not counting)."""
+        if self._lengths is None:
+            return s, 0
+        n, q = divmod(s, self._n)
+        return q, n
+
+    def _viable(self, q: int, n: int) -> bool:
+        """Some word takes ``q`` to a final state of ``D`` with a total length in the bounds (always
+        when not counting: ``D`` is trim)."""
+        if self._lengths is None:
+            return True
+        assert self._reach is not None
+        lo, hi = self._lengths
+        return self._reach.meets(q, lo - n, hi - n)
+
+    def _between(self, s: int, byte: int) -> Hashable | None:
+        q, n = self._split(s)
         if byte == 0x22:
-            return _CLOSED if q in self._finals else None
+            ok = q in self._finals and (self._lengths is None or n >= self._lengths[0])
+            return _CLOSED if ok else None
         if byte == 0x5C:
-            return ("e", q) if self._escape_possible(q) else None
+            return ("e", s) if self._escape_possible(s) else None
         if byte < 0x80:
-            return self._to(q, byte) if byte >= 0x20 else None
+            return self._to(s, byte) if byte >= 0x20 else None
         lead = _LEADS.get(byte)
         if lead is None:
             return None
         acc, need = lead[0], lead[1]
-        return ("u", q, acc, need, need + 1) if self._utf8_possible(q, acc, need, need + 1) else None
+        return ("u", s, acc, need, need + 1) if self._utf8_possible(s, acc, need, need + 1) else None
 
-    def _to(self, q: int, cp: int) -> int | None:
-        return self._dfa.step(q, cp)
+    def _to(self, s: int, cp: int) -> int | None:
+        if self._lengths is None:
+            return self._dfa.step(s, cp)
+        q, n = self._split(s)
+        t = self._dfa.step(q, cp)
+        return (n + 1) * self._n + t if t is not None and self._viable(t, n + 1) else None
 
-    def _meets(self, q: int, lo: int, hi: int) -> bool:
-        """Some transition of ``q`` reads a code point in [lo, hi] (the row is sorted, disjoint)."""
+    def _meets(self, s: int, lo: int, hi: int) -> bool:
+        """Some transition of ``s`` reads a code point in [lo, hi] (the row is sorted, disjoint)
+        into a state that can still be completed."""
+        q, n = self._split(s)
+        row = self._rows[q]
         k = bisect_right(self._los[q], hi) - 1
-        return k >= 0 and self._rows[q][k][1] >= lo
+        if self._lengths is None:
+            return k >= 0 and row[k][1] >= lo
+        while k >= 0 and row[k][1] >= lo:  # the edges that meet [lo, hi] are contiguous
+            if self._viable(row[k][2], n + 1):
+                return True
+            k -= 1
+        return False
 
     def _meets_scalars(self, q: int, lo: int, hi: int) -> bool:
         """:meth:`_meets` on [lo, hi] without the surrogate block."""
@@ -193,10 +265,10 @@ class JsonStringLexeme:
         h1, h2 = max(lo, _SURR_LO), min(hi, _HIGH_HI)
         return h1 <= h2 and self._meets(q, _pair_base(h1), _pair_base(h2) + 0x3FF)
 
-    def _escape_possible(self, q: int) -> bool:
-        if self._escapes and self._rows[q]:
+    def _escape_possible(self, s: int) -> bool:
+        if self._escapes and self._meets(s, 0, 0x10FFFF):
             return True  # every scalar value has a \u spelling
-        return any(self._dfa.step(q, cp) is not None for cp in _SHORT_OF)
+        return any(self._to(s, cp) is not None for cp in _SHORT_OF)
 
     # -- witnesses ------------------------------------------------------------------------------
     def witness(self, state: Hashable) -> bytes | None:
@@ -204,14 +276,15 @@ class JsonStringLexeme:
         an empty lexeme, which no stack keeps: see the module doc)."""
         if state == _CLOSED:
             return b""
-        if self._dfa.is_empty():
+        if self._empty:
             return None
         if state == _OPEN:
             return b'"' + self._path(0)
         if isinstance(state, int):
             return self._path(state)
         st: tuple[Any, ...] = state  # type: ignore[assignment]
-        kind, q = st[0], st[1]
+        kind, s = st[0], st[1]
+        q, n = self._split(s)
         options: list[tuple[int, int, int, Any]] = []  # (lo, hi, bytes still to type, spelling)
         if kind == "u":
             acc, need, total = st[2], st[3], st[4]
@@ -248,12 +321,15 @@ class JsonStringLexeme:
                 (base + lo - 0xDC00, base + hi - 0xDC00, 4 - k, lambda cp, k=k: _pair(cp)[8 + k :])
             )
         best: tuple[int, int, int, Any] | None = None
-        dist = self._distances()
         for lo, hi, extra, spell in options:
             for a, b in _without_surrogates(lo, hi):
                 for rlo, rhi, t in self._rows[q]:
                     if rlo <= b and rhi >= a:
-                        cost = extra + dist[t]
+                        if self._lengths is not None:
+                            if not self._viable(t, n + 1):
+                                continue
+                            t += (n + 1) * self._n
+                        cost = extra + self._cost(t)
                         if best is None or cost < best[0]:
                             best = (cost, max(a, rlo), t, spell)
         if best is None:
@@ -261,8 +337,16 @@ class JsonStringLexeme:
         _, cp, t, spell = best
         return spell(cp) + self._path(t)
 
+    def _cost(self, s: int) -> int:
+        """Bytes of a shortest completion of the state ``s`` between code points."""
+        if self._lengths is None:
+            return self._distances()[s]
+        return self._counted_rest(s)[0]
+
     def _path(self, q: int) -> bytes:
         """The cheapest spelling of a shortest-in-bytes word from ``q`` to the closing quote."""
+        if self._lengths is not None:
+            return self._counted_rest(q)[1]
         dist = self._distances()
         out = bytearray()
         while True:
@@ -277,6 +361,49 @@ class JsonStringLexeme:
                     break
             else:
                 raise AssertionError("JsonStringLexeme: no edge on a shortest path (distances broken)")
+
+    def _counted_rest(self, s: int) -> tuple[int, bytes]:
+        """(bytes, spelling) of a shortest completion of ``s`` (counting): Dijkstra forward over
+        the viable pairs (q, n), n <= hi, each edge weighted by its cheapest spelling, the closing
+        quote (1 byte) taken at a final q with lo <= n."""
+        done = self._rest.get(s)
+        if done is not None:
+            return done
+        assert self._lengths is not None
+        lo_len = self._lengths[0]
+        best: dict[int, int] = {s: 0}
+        back: dict[int, tuple[int, int]] = {}  # state -> (previous state, code point)
+        heap = [(0, s)]
+        goal: tuple[int, int] | None = None
+        while heap:
+            d, u = heapq.heappop(heap)
+            if d > best[u]:
+                continue
+            q, n = self._split(u)
+            if q in self._finals and n >= lo_len:
+                goal = (d + 1, u)
+                break
+            for rlo, rhi, t in self._rows[q]:
+                if not self._viable(t, n + 1):
+                    continue
+                w, cp = self._cheapest(rlo, rhi)
+                v = (n + 1) * self._n + t
+                if d + w < best.get(v, 1 << 60):
+                    best[v] = d + w
+                    back[v] = (u, cp)
+                    heapq.heappush(heap, (d + w, v))
+        if goal is None:
+            raise AssertionError("JsonStringLexeme: a viable state has no completion (reach broken)")
+        cost, u = goal
+        cps: list[int] = []
+        while u != s:
+            u, cp = back[u]
+            cps.append(cp)
+        out = b"".join(_spell(cp, self._escapes) for cp in reversed(cps)) + b'"'
+        if len(self._rest) >= 4096:  # completions can be hi bytes long: keep the memo small
+            self._rest.clear()
+        self._rest[s] = (cost, out)
+        return cost, out
 
     def _distances(self) -> list[int]:
         """Bytes from each code point state to the closing quote, by Dijkstra on reversed edges."""
@@ -361,6 +488,69 @@ def _without_surrogates(lo: int, hi: int) -> list[tuple[int, int]]:
     if lo <= _SURR_HI and hi >= _SURR_LO:
         return [r for r in ((lo, _SURR_LO - 1), (_SURR_HI + 1, hi)) if r[0] <= r[1]]
     return [(lo, hi)] if lo <= hi else []
+
+
+class RemainingLengths:
+    """Per state ``q`` of an automaton, the lengths ``r <= hi`` of the words that take ``q`` to a
+    final state (:func:`remaining_lengths`), kept as the first ``r0 + period`` layers' bits: a
+    length ``r >= r0 + period`` is in iff ``r0 + (r - r0) % period`` is (``period`` 0: all ``hi + 1``
+    layers are stored)."""
+
+    __slots__ = ("masks", "r0", "period", "hi")
+
+    def __init__(self, masks: list[int], r0: int, period: int, hi: int) -> None:
+        self.masks, self.r0, self.period, self.hi = masks, r0, period, hi
+
+    def meets(self, q: int, a: int, b: int) -> bool:
+        """Some length in ``[a, b]`` (clipped to ``[0, hi]``) takes ``q`` to a final state."""
+        a, b = max(a, 0), min(b, self.hi)
+        if a > b:
+            return False
+        m = self.masks[q]
+        width = self.r0 + self.period  # the stored bits: lengths 0 .. width - 1
+        if m & ((1 << (min(b, width - 1) + 1)) - 1) & ~((1 << a) - 1):
+            return True
+        if b < width or self.period == 0:
+            return False
+        a = max(a, width)  # the repeats: residues of [a, b] in the stored cycle [r0, width)
+        cycle = m >> self.r0
+        if b - a + 1 >= self.period:
+            return cycle != 0
+        s = (a - self.r0) % self.period
+        doubled = cycle | (cycle << self.period)
+        return (doubled >> s) & ((1 << (b - a + 1)) - 1) != 0
+
+    def bits(self, q: int) -> int:
+        """All of ``q``'s lengths as one mask (bit ``r``: length ``r``), for tests."""
+        return sum(1 << r for r in range(self.hi + 1) if self.meets(q, r, r))
+
+
+def remaining_lengths(dfa: CodepointDFA, hi: int) -> RemainingLengths:
+    """Per state ``q`` of ``dfa``, the lengths ``r <= hi`` of the words that take ``q`` to a final
+    state. Layer ``r`` (the states with such a word of exactly ``r`` code points) is the
+    predecessors of layer ``r - 1`` (layer 0: the finals), so the sets are exact. Each layer is a
+    function of the one before, so once layer ``r`` equals an earlier layer ``r0`` the sequence
+    repeats with period ``r - r0`` (``date-time``: from layer 22 on, period 1), and no more layers
+    are computed: :class:`RemainingLengths` reads the repeats off the stored cycle."""
+    n = dfa.num_states
+    preds: list[set[int]] = [set() for _ in range(n)]
+    for s in range(n):
+        for _, _, t in dfa.row(s):
+            preds[t].add(s)
+    seen: dict[frozenset[int], int] = {}
+    layers: list[frozenset[int]] = []
+    layer = frozenset(dfa.finals)
+    while len(layers) <= hi and layer not in seen:
+        seen[layer] = len(layers)
+        layers.append(layer)
+        spend(1 + len(layer))
+        layer = frozenset(p for t in layer for p in preds[t])
+    masks = [0] * n
+    r0 = seen.get(layer, len(layers)) if len(layers) <= hi else len(layers)
+    for k, members in enumerate(layers):
+        for q in members:
+            masks[q] |= 1 << k
+    return RemainingLengths(masks, r0, len(layers) - r0, hi)
 
 
 @lru_cache(maxsize=1)

@@ -32,7 +32,10 @@ from ._shapes import (
     ObjectShape,
     Shape,
     and_exprs,
+    and_strings,
     not_expr,
+    or_strings,
+    string_dfa,
 )
 from .errors import LimitExceeded, Unsupported
 
@@ -67,7 +70,7 @@ class ShapeAlgebra:
             a.null and b.null,
             a.boolean & b.boolean,
             a.number.and_(b.number),
-            a.string.intersection(b.string),
+            and_strings(a.string, b.string),
             arrays,
             objects,
         )
@@ -77,7 +80,7 @@ class ShapeAlgebra:
             a.null or b.null,
             a.boolean | b.boolean,
             a.number.or_(b.number),
-            a.string.union(b.string),
+            or_strings(a.string, b.string),
             self._cap(_dedup(a.arrays + b.arrays), "arrays"),
             self._cap(_dedup(a.objects + b.objects), "objects"),
         )
@@ -164,7 +167,7 @@ class ShapeAlgebra:
             not s.null,
             frozenset({True, False}) - s.boolean,
             s.number.not_(),
-            s.string.complement(),
+            string_dfa(s.string).complement(),
             self._complement_arrays(s.arrays, where),
             self._complement_objects(s.objects, where),
         )
@@ -340,7 +343,7 @@ class ShapeAlgebra:
             return False
         if not a.number.and_(b.number).is_empty():
             return False
-        if not a.string.intersection(b.string).is_empty():
+        if not and_strings(a.string, b.string).is_empty():
             return False
         for p, q in product(a.arrays, b.arrays):
             if not self._arrays_disjoint(p, q, depth):

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from ._fsa import CodepointDFA
+from ._fsa import CodepointDFA, _length_range, dfa_bound
+from ._jsonstring import remaining_lengths
 from ._numbers import NumberPredicate
+from .errors import LimitExceeded
 
 Expr = Hashable
 TRUE: Expr = ("true",)
@@ -84,11 +87,119 @@ class ArrayShape:
 
 
 @dataclass(frozen=True)
+class CountedStrings:
+    """The strings of ``dfa`` whose length in code points is in ``[lo, hi]``, kept unbuilt: the
+    product automaton would pass ``Limits.dfa_states`` (``date-time`` with ``maxLength: 64``), so
+    the length is counted in the lexeme's state instead (:class:`JsonStringLexeme` with
+    ``lengths``). Only an intersection with a length interval, ``Σ*`` or another automaton keeps
+    this form (:func:`and_strings`); every other operation builds the product
+    (:meth:`materialize`), which refuses past the limit as it always did."""
+
+    dfa: CodepointDFA
+    lo: int
+    hi: int
+
+    @cached_property
+    def _empty(self) -> bool:
+        return self.is_empty_uncached()
+
+    def is_empty(self) -> bool:
+        """Exact: no word of ``dfa`` has a length in ``[lo, hi]`` (computed once)."""
+        return self._empty
+
+    def is_empty_uncached(self) -> bool:
+        """:meth:`is_empty`, computed."""
+        if self.dfa.is_empty() or self.lo > self.hi:
+            return True
+        return not remaining_lengths(self.dfa, self.hi).meets(0, self.lo, self.hi)
+
+    def materialize(self) -> CodepointDFA:
+        """The product automaton (``LimitExceeded("dfa_states")`` past the limit)."""
+        return self.dfa.length_between(self.lo, self.hi)
+
+
+#: A string language of a shape: an automaton, or one with its length counted lazily.
+Strings = CodepointDFA | CountedStrings
+
+
+def string_dfa(s: Strings) -> CodepointDFA:
+    """``s`` as an automaton (the product for a counted language: may refuse past the limit)."""
+    return s if isinstance(s, CodepointDFA) else s.materialize()
+
+
+def and_strings(a: Strings, b: Strings) -> Strings:
+    """``a ∩ b``, exactly: the product automaton, or, where that passes ``Limits.dfa_states`` and the
+    result is ``D ∩ {length in [lo, hi]}`` (one side a finite length interval, or already counted),
+    a :class:`CountedStrings`; otherwise the product's refusal."""
+    if isinstance(a, CountedStrings) or isinstance(b, CountedStrings):
+        c, o = (a, b) if isinstance(a, CountedStrings) else (b, a)
+        assert isinstance(c, CountedStrings)
+        if isinstance(o, CountedStrings):  # (D1 ∩ L1) ∩ (D2 ∩ L2) = (D1 ∩ D2) ∩ (L1 ∩ L2)
+            return _counted(and_strings(c.dfa, o.dfa), max(c.lo, o.lo), min(c.hi, o.hi))
+        if o.is_universal():
+            return c
+        r = _length_range(o)
+        if r is not None:  # (D ∩ L1) ∩ L2 = D ∩ (L1 ∩ L2)
+            return _counted(c.dfa, max(c.lo, r[0]), c.hi if r[1] is None else min(c.hi, r[1]))
+        return _counted(and_strings(c.dfa, o), c.lo, c.hi)  # (D ∩ L) ∩ E = (D ∩ E) ∩ L
+    split = _split_lengths(a, b)
+    if split is None:
+        return a.intersection(b)
+    d, lo, hi = split
+    memo = (d.key, lo, hi, dfa_bound())
+    if memo not in _TOO_LARGE:
+        try:
+            return a.intersection(b)
+        except LimitExceeded as e:
+            if e.limit != "dfa_states":
+                raise
+            if len(_TOO_LARGE) >= 1024:
+                _TOO_LARGE.clear()
+            _TOO_LARGE.add(memo)
+    return _counted(d, lo, hi)
+
+
+def _split_lengths(a: CodepointDFA, b: CodepointDFA) -> tuple[CodepointDFA, int, int] | None:
+    """``(D, lo, hi)`` when one side is the finite length interval ``[lo, hi]`` and the other, ``D``,
+    is not a length interval; else None."""
+    for d, lengths in ((a, b), (b, a)):
+        r = _length_range(lengths)
+        if r is not None and r[1] is not None and _length_range(d) is None:
+            return d, r[0], r[1]
+    return None
+
+
+#: ``(key, lo, hi, dfa_states)`` of the products ``D ∩ {length in [lo, hi]}`` found to pass
+#: ``Limits.dfa_states`` (a product is a function of its operands and the bound): a second
+#: ``date-time`` with ``maxLength: 64`` in one schema does not build it again up to the limit (and
+#: spend the compile fuel twice).
+_TOO_LARGE: set[tuple[Hashable, int, int, int]] = set()
+
+
+def or_strings(a: Strings, b: Strings) -> Strings:
+    """``a ∪ b``, exactly: a counted language survives a union with the empty language or itself;
+    otherwise both are built (:func:`string_dfa`: the product's refusal past the limit)."""
+    if a == b or b.is_empty():
+        return a
+    if a.is_empty():
+        return b
+    return string_dfa(a).union(string_dfa(b))
+
+
+def _counted(d: Strings, lo: int, hi: int) -> Strings:
+    """``d ∩ {length in [lo, hi]}`` as a :class:`CountedStrings` (the empty automaton if empty)."""
+    if isinstance(d, CountedStrings):
+        return _counted(d.dfa, max(lo, d.lo), min(hi, d.hi))
+    out = CountedStrings(d, lo, hi)
+    return CodepointDFA.empty() if out.is_empty() else out
+
+
+@dataclass(frozen=True)
 class Shape:
     null: bool
     boolean: frozenset[bool]
     number: NumberPredicate
-    string: CodepointDFA
+    string: Strings
     arrays: tuple[ArrayShape, ...]
     objects: tuple[ObjectShape, ...]
 
@@ -117,7 +228,7 @@ def only(
     null: bool | None = None,
     boolean: frozenset[bool] | None = None,
     number: NumberPredicate | None = None,
-    string: CodepointDFA | None = None,
+    string: Strings | None = None,
     arrays: tuple[ArrayShape, ...] | None = None,
     objects: tuple[ObjectShape, ...] | None = None,
 ) -> Shape:

@@ -204,6 +204,17 @@ CASES: list[tuple[dict[str, Any], list[Any]]] = [
         },
         [{"const": 1}, {"const": "a"}, {"examples": []}],
     ),
+    # ... in every map of schemas (patternProperties, dependentSchemas, nested $defs), and for
+    # $dynamicAnchor too.
+    (
+        {
+            "patternProperties": {"default": {"$anchor": "P", "type": "integer"}},
+            "dependentSchemas": {"examples": {"$anchor": "Q", "minimum": 3}},
+            "$defs": {"const": {"$defs": {"enum": {"$dynamicAnchor": "R", "multipleOf": 3}}}},
+            "items": {"allOf": [{"$ref": "#P"}, {"$ref": "#Q"}, {"$ref": "#R"}]},
+        },
+        [[3], [6, 9], [2], [4], ["a"], {"default": "x"}, {"default": 1, "examples": 1}],
+    ),
     (
         {
             "$id": "http://x.test/root",
@@ -213,6 +224,17 @@ CASES: list[tuple[dict[str, Any], list[Any]]] = [
         [["a"], [1], {"default": 1}],
     ),
 ]
+
+
+def test_draft7_id_anchor_under_definitions_default() -> None:
+    """A draft-07 ``$id: "#A"`` under ``definitions/default`` is a schema's anchor, not a value's."""
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"default": {"$id": "#A", "type": "integer"}},
+        "items": {"$ref": "#A"},
+    }
+    g = refdecoder.compile(JsonSchema(schema))
+    assert verdict(g, "[1]") and not verdict(g, '["a"]')
 
 
 @pytest.mark.parametrize("schema, instances", CASES, ids=[json.dumps(c[0])[:60] for c in CASES])
