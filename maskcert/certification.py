@@ -124,6 +124,7 @@ from refdecoder.errors import MaskcertError, SpecFileError
 
 __all__ = [
     "certify",
+    "read_spec_file",
     "CertifyConfig",
     "certify_case",
     "load_vocabularies",
@@ -543,22 +544,17 @@ def _cases(
     for pattern in regexes:
         extra.append(Case(SpecRef(SpecKind.REGEX, pattern, f"regex:{pattern[:40]}", "cli")))
     for path in gbnfs:  # any suffix (.gbnf, .ebnf, ...), unlike a corpus path
-        try:
-            text = read_spec_text(Path(path).read_bytes(), str(path), expected="a GBNF grammar file")
-        except OSError as e:
-            raise CertifyError(f"--gbnf {path}: expected a readable GBNF file ({e})") from e
-        except SpecFileError as e:
-            raise CertifyError(f"--gbnf {e}") from e
+        text = read_spec_file(path, "--gbnf", "a GBNF grammar file", json_file=False)
         extra.append(Case(SpecRef(SpecKind.GBNF, text, Path(path).name, "cli")))
     # Lark grammars and structural tags name special tokens (<|name|>, "token": "<|name|>"): their
     # table is each vocabulary's own, filled in when the pair is checked (``SpecRef.naming_special_tokens``).
     for path in larks:
-        text = _spec_file(path, "--lark", "a Lark grammar file", json_file=False)
+        text = read_spec_file(path, "--lark", "a Lark grammar file", json_file=False)
         extra.append(
             Case(SpecRef(SpecKind.LARK, {"text": text, "special_tokens": {}}, Path(path).name, "cli"))
         )
     for path in structural_tags:
-        tag = _spec_file(path, "--structural-tag", "an xgrammar structural tag (JSON)", json_file=True)
+        tag = read_spec_file(path, "--structural-tag", "an xgrammar structural tag (JSON)", json_file=True)
         if not isinstance(tag, dict):
             raise CertifyError(
                 f"--structural-tag {path}: expected a JSON object (a structural tag or a format), "
@@ -573,7 +569,7 @@ def _cases(
     return cases, described
 
 
-def _spec_file(path: str | Path, flag: str, expected: str, *, json_file: bool) -> Any:
+def read_spec_file(path: str | Path, flag: str, expected: str, *, json_file: bool) -> Any:
     """The text (or JSON value) of the spec file ``path`` given with ``flag``; a :class:`CertifyError`
     naming the flag and the file when it cannot be read as one."""
     try:

@@ -34,13 +34,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from maskcert.certification import CertifyError, Report
+from maskcert.certification import CertifyError, Report, read_spec_file
 from props.checks.toolcall_promises import base_options, check_promises, promise_findings
 from props.contract.findings import Finding, Invariant
 from props.corpus.structural_tag_check import token_names
 from props.corpus.toolcalls import REASONING, TagOptions, TagRecord, ToolsError, check_tools
-from refdecoder import read_spec_json
-from refdecoder.errors import SpecFileError
 
 __all__ = [
     "ToolCallRequest",
@@ -100,12 +98,7 @@ class ToolCallSpecs:
 def load_tools(path: str | Path) -> list[dict[str, Any]]:
     """The tools list in ``path``, checked (:func:`props.corpus.toolcalls.check_tools`); a
     :class:`CertifyError` naming the file, the tool and the place otherwise."""
-    try:
-        data = read_spec_json(Path(path).read_bytes(), str(path), expected="an OpenAI tools list (JSON)")
-    except OSError as e:
-        raise CertifyError(f"--tools {path}: expected a readable file, an OpenAI tools list ({e})") from e
-    except SpecFileError as e:
-        raise CertifyError(f"--tools {e}") from e
+    data = read_spec_file(path, "--tools", "an OpenAI tools list (JSON)", json_file=True)
     try:
         check_tools(data)
     except ToolsError as e:

@@ -12,7 +12,7 @@ from ._matcher import Accepted, Matcher, Outcome, Rejected
 from ._special import encode as special_token_bytes
 from ._special import render as render_text
 from ._special import split as split_special_tokens
-from ._tokens import TERMINATED, TokenGrammar, VocabularyLike, token_trie
+from ._tokens import TERMINATED, SpecialView, TokenGrammar, VocabularyLike, token_trie
 from .errors import (
     LimitExceeded,
     LimitName,
@@ -46,6 +46,7 @@ __all__ = [
     "Rejected",
     "TERMINATED",
     "TokenGrammar",
+    "SpecialView",
     "VocabularyLike",
     "token_trie",
     "compile",

@@ -46,14 +46,17 @@ the parse's own, so the languages are equal. A grammar that fails a check is ref
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ._lexeme import ByteDFA
 from ._special import render
 from .errors import Unsupported
 
 __all__ = ["LexemeInfo", "EmbedInfo", "Sym", "START", "END", "check_lexer", "merged_next", "symbols_overlap"]
+
+N = TypeVar("N", bound=Hashable)
 
 #: Bytes that continue a complete JSON number (a top-level JSON value has no trailing whitespace and
 #: ends with ``}`` ``]`` ``"`` or a literal otherwise, after which nothing continues it).
@@ -115,7 +118,8 @@ def _continuations(t: ByteDFA, other: ByteDFA) -> dict[int, bytes]:
     return found
 
 
-def _path(parent: dict[tuple[int, int], tuple[tuple[int, int], int] | None], node: tuple[int, int]) -> bytes:
+def _path(parent: Mapping[N, tuple[N, int] | None], node: N) -> bytes:
+    """The bytes on the breadth-first tree ``parent`` from its root to ``node``."""
     out = bytearray()
     step = parent[node]
     while step is not None:
@@ -186,13 +190,7 @@ def _shortest_to(dfa: ByteDFA, target: int) -> bytes:
     while queue:
         s = queue.popleft()
         if s == target:
-            out = bytearray()
-            step = parent[s]
-            while step is not None:
-                s, c = step
-                out.append(c)
-                step = parent[s]
-            return bytes(reversed(out))
+            return _path(parent, s)
         for c in dfa.live_bytes(s):
             t = dfa.step(s, c)
             assert t is not None

@@ -117,13 +117,17 @@ class SpecialView:
         self.fingerprint = hashlib.sha256(f"special-view:{base}".encode()).hexdigest()
         self.special_names: tuple[tuple[int, str], ...] = tuple(getattr(vocabulary, "special_names", ()))
 
+    special_tokens_lifted = True
+
     def __len__(self) -> int:
         return len(self.token_bytes)
 
 
 def special_view(vocabulary: VocabularyLike) -> VocabularyLike:
-    """The vocabulary a grammar that reads special tokens sees (:class:`SpecialView`)."""
-    return vocabulary if isinstance(vocabulary, SpecialView) else SpecialView(vocabulary)
+    """The vocabulary a grammar that reads special tokens sees (:class:`SpecialView`); a vocabulary
+    already lifted (``special_tokens_lifted``, e.g. ``tokenizers_matrix.Vocabulary.special_token_view``,
+    built from a :class:`SpecialView`) is returned as it is."""
+    return vocabulary if getattr(vocabulary, "special_tokens_lifted", False) else SpecialView(vocabulary)
 
 
 class Terminated(State):

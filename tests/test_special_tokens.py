@@ -202,3 +202,22 @@ def test_masks_name_special_tokens_exactly() -> None:
     # a grammar without special tokens still sees them as never text
     plain = refdecoder.TokenGrammar(refdecoder.compile_regex("say ok"), vocab)
     assert not plain.reads_special_tokens and not plain.is_allowed(plain.advance(plain.initial(), 256), 261)  # type: ignore[arg-type]
+
+
+def test_one_lifting_rule_for_vocabularies_and_masks() -> None:
+    """``Vocabulary.special_token_view`` (what certify segments with) is refdecoder's ``SpecialView``,
+    and token masks do not lift it a second time: a grammar gives the same masks over either."""
+    from refdecoder._tokens import SpecialView, special_view
+
+    vocab = _vocab()
+    view = vocab.special_token_view
+    assert view.token_bytes == SpecialView(vocab).token_bytes
+    assert special_view(view) is view
+    g = _grammar({"root": SeqE((_lit("say "), SpecialE(frozenset({261})), _lit("ok")))})
+    over_vocab, over_view = refdecoder.TokenGrammar(g, vocab), refdecoder.TokenGrammar(g, view)
+    s = over_vocab.initial()
+    for token in (256, 261, ord("o")):
+        assert (over_vocab.mask(s) == over_view.mask(s)).all()
+        nxt = over_vocab.advance(s, token)
+        assert nxt is not None
+        s = nxt

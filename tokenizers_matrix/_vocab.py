@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Protocol, get_args
 
-from refdecoder import special_token_bytes, split_special_tokens
+from refdecoder import SpecialView, special_token_bytes, split_special_tokens
 from refdecoder.errors import VocabularyError
 
 from ._index import TokenIndex
@@ -195,6 +195,11 @@ class Vocabulary:
     # -- special tokens as a grammar that names them reads them ------------------------------------
 
     @property
+    def special_tokens_lifted(self) -> bool:
+        """This is a :attr:`special_token_view` (refdecoder's ``special_view`` does not lift it again)."""
+        return self.viewed is not None
+
+    @property
     def original(self) -> Vocabulary:
         """The vocabulary engines see: this one, or the one a special-token view views."""
         return self.viewed if self.viewed is not None else self
@@ -211,17 +216,10 @@ class Vocabulary:
         tokenizer's own encoding of such bytes. ``original`` is this vocabulary."""
         if self.viewed is not None:
             return self
-        raw_ff = frozenset(i for i, data in enumerate(self.token_bytes) if data is not None and 0xFF in data)
-        lifted = tuple(
-            special_token_bytes(i)
-            if data is None and i not in self.eos_ids
-            else None
-            if i in raw_ff
-            else data
-            for i, data in enumerate(self.token_bytes)
-        )
+        view = SpecialView(self)  # the one lifting rule (refdecoder's token masks use it too)
+        raw_ff = view.special_ids  # ordinary tokens holding a raw 0xFF: never text there
         return Vocabulary(
-            lifted,
+            view.token_bytes,
             self.eos_ids,
             self.eos_ids | raw_ff,
             self.kind,
