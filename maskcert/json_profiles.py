@@ -7,10 +7,17 @@ JSON Schema's own reading (``JsonProfile()``):
   unique: repeated keys, undeclared ones too, are excluded by key memory);
 * ``reference`` — what ``maskcert certify --backend reference`` uses: ``default`` with repeated
   undeclared keys allowed (``allow_duplicate_keys=true``);
+* ``generation`` — ``JsonProfile.generation()``: the spellings a person expects of generated JSON
+  (docs/design.md "The generation profile"): no whitespace, ``\\uXXXX`` escapes only for the control
+  characters U+0000..U+001F (``unicode_escapes=controls``), canonical numbers (no ``-0``, no trailing
+  fraction zeros, exponents without ``+``, leading zeros or the value 0, integers without fraction or
+  exponent: ``number_spelling=canonical``), unique keys. Follow it with ``whitespace=any`` (or ``=N``)
+  to allow whitespace;
 * an engine's registered name (``xgrammar``, ``llguidance``, ...) — the profile its adapter declares
   (the language that engine promises; the engine must be installed, its adapter reads its defaults);
 * ``KEY=VALUE`` — one ``JsonProfile`` field: booleans as ``true``/``false``, integers as digits,
-  anything else as text (``whitespace=any``, ``whitespace=2``, ``formats=assert``).
+  anything else as text (``whitespace=any``, ``whitespace=2``, ``formats=assert``,
+  ``number_spelling=canonical``); ``unicode_escapes`` takes ``true``, ``false`` or ``controls``.
 
 Errors are :class:`ProfileError` (a usage error naming the item and what was expected).
 """
@@ -29,7 +36,11 @@ __all__ = ["ProfileError", "parse_profile", "profile_names", "explain_profile"]
 _BUILTIN = {
     "default": JsonProfile(),
     "reference": JsonProfile(allow_duplicate_keys=True),
+    "generation": JsonProfile.generation(),
 }
+
+#: The words a Boolean field takes besides ``true``/``false`` (``unicode_escapes=controls``).
+_BOOLEAN_WORDS: dict[str, tuple[str, ...]] = {"unicode_escapes": ("controls",)}
 
 
 class ProfileError(MaskcertError):
@@ -97,8 +108,10 @@ def parse_profile(items: Sequence[str] | None, base: JsonProfile | None = None) 
             raise ProfileError(item, f"KEY=VALUE with KEY one of {', '.join(fields)}")
         value = _value(text)
         default = field.default
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ProfileError(item, f"{key}=true or {key}=false")
+        words = _BOOLEAN_WORDS.get(key, ())
+        if isinstance(default, bool) and not isinstance(value, bool) and value not in words:
+            expected = " or ".join([f"{key}=true", f"{key}=false", *(f"{key}={w}" for w in words)])
+            raise ProfileError(item, expected)
         try:
             profile = dataclasses.replace(profile, **{key: value})
         except SpecError as e:

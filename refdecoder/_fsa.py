@@ -53,7 +53,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, Union
 
 from refdecoder._cpset import (
     ALPHABET,
@@ -93,7 +93,21 @@ __all__ = [
     "walk_minimal",
     "canonical_bytes",
     "byte_literal",
+    "UnicodeEscapes",
+    "u_escape_max",
 ]
+
+#: Which code points a JSON string may spell as ``\\uXXXX`` (``JsonProfile.unicode_escapes``): ``True``
+#: every one (pairs above U+FFFF), ``False`` none, ``"controls"`` only U+0000..U+001F.
+UnicodeEscapes = Union[bool, Literal["controls"]]
+
+
+def u_escape_max(unicode_escapes: UnicodeEscapes) -> int:
+    """The highest code point a ``\\u`` escape may spell under ``unicode_escapes`` (-1: none)."""
+    if unicode_escapes == "controls":
+        return 0x1F
+    return 0x10FFFF if unicode_escapes else -1
+
 
 #: The default of ``Limits.dfa_states``: the bound on the states of a code point automaton when
 #: neither the caller nor the running compilation's limits say otherwise.
@@ -1097,7 +1111,7 @@ class CodepointDFA:
 
     def to_json_string(
         self,
-        unicode_escapes: bool = True,
+        unicode_escapes: UnicodeEscapes = True,
         *,
         max_states: int | None = None,
         limit: LimitName = "byte_dfa_states",
@@ -1107,7 +1121,8 @@ class CodepointDFA:
         A code point may be written raw (UTF-8, if it is not a control character, ``"`` or
         ``\\``), with a short escape (``\\" \\\\ \\/ \\b \\f \\n \\r \\t``), and, with
         ``unicode_escapes``, as ``\\uXXXX`` (hex digits in either case) for c <= U+FFFF or as a
-        UTF-16 surrogate pair ``\\uD8xx\\uDCxx`` for c > U+FFFF. Lone surrogate escapes are not
+        UTF-16 surrogate pair ``\\uD8xx\\uDCxx`` for c > U+FFFF; with ``unicode_escapes="controls"``
+        only c <= U+001F is written as ``\\uXXXX``. Lone surrogate escapes are not
         members: string values are sequences of scalar values. Raises ValueError if empty. The bound
         and ``limit`` as in :meth:`to_utf8`.
         """
@@ -1218,8 +1233,11 @@ _SHORT_ESCAPES = {
 
 
 @lru_cache(maxsize=4096)
-def _json_paths(lo: int, hi: int, unicode_escapes: bool) -> tuple[ByteSeq, ...]:
+def _json_paths(lo: int, hi: int, unicode_escapes: UnicodeEscapes) -> tuple[ByteSeq, ...]:
     """All byte paths writing one code point of [lo, hi] inside a JSON string literal."""
+    if unicode_escapes == "controls":  # \u only for U+0000..U+001F: the others as without \u
+        controls = _hex4_paths(lo, min(hi, 0x1F)) if lo <= 0x1F else []
+        return _json_paths(lo, hi, False) + tuple(controls)
     paths: list[ByteSeq] = []
     # raw: c >= 0x20, not '"' (0x22) and not '\' (0x5C); RFC 8259 §7 `unescaped`
     for rlo, rhi in normalize([(max(lo, 0x20), hi)]):
@@ -1379,7 +1397,9 @@ def _to_utf8(dfa: CodepointDFA, max_states: int, limit: LimitName) -> ByteDFA:
 
 
 @lru_cache(maxsize=128)
-def _to_json_string(dfa: CodepointDFA, unicode_escapes: bool, max_states: int, limit: LimitName) -> ByteDFA:
+def _to_json_string(
+    dfa: CodepointDFA, unicode_escapes: UnicodeEscapes, max_states: int, limit: LimitName
+) -> ByteDFA:
     with _gc_paused():
         paths = lambda lo, hi: _json_paths(lo, hi, unicode_escapes)  # noqa: E731
         return _expand_to_bytes(dfa, paths, True, max_states, limit)

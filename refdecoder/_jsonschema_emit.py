@@ -601,10 +601,12 @@ class Emitter:
         if shape.boolean:
             words = sorted((b"true" if v else b"false") for v in shape.boolean)
             opts.extend(self.lit(w) for w in words)
+        canonical = self.profile.number_spelling == "canonical"
         if shape.number == _ANY_NUMBER:
-            opts.append(self.b.lex(any_number_dfa()))  # regular: a DFA, so masks use lexeme tables
+            # regular: a DFA, so masks use lexeme tables
+            opts.append(self.b.lex(any_number_dfa(canonical)))
         elif not shape.number.is_empty():
-            opts.append(self.b.lex(NumberLexeme(shape.number)))
+            opts.append(self.b.lex(NumberLexeme(shape.number, canonical)))
         if not shape.string.is_empty():
             opts.append(self.b.lex(self.string_lexeme(shape.string)))
         opts.extend(self.array(a) for a in shape.arrays)
@@ -710,6 +712,7 @@ class Emitter:
                     self.profile.unicode_escapes,
                     self.c.limits.automaton_states,
                     where,
+                    canonical_numbers=self.profile.number_spelling == "canonical",
                 )
                 empty = lex.values(1) == frozenset()
                 items.append(self.b.alt([]) if empty else self.b.lex(lex))  # empty: never called

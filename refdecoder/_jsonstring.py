@@ -7,7 +7,9 @@ RFC 8259 §7's spellings: quotes around the body, each code point written raw (U
 if it is not a control character, ``"`` or ``\\``), as a short escape (``\\" \\\\ \\/ \\b \\f \\n
 \\r \\t``) or, when the profile allows ``\\u`` escapes, as ``\\uXXXX`` (hex digits in either case) or
 a UTF-16 surrogate pair ``\\uD8xx\\uDCxx`` for code points above U+FFFF. A lone surrogate escape
-spells no code point.
+spells no code point. Under ``unicode_escapes="controls"`` a ``\\u`` escape spells only U+0000..U+001F
+(every escape's interval is clipped to ``u_escape_max``; every code point keeps a spelling, so ``D`` is
+not narrowed).
 
 :meth:`CodepointDFA.to_json_string <refdecoder._fsa.CodepointDFA.to_json_string>` tabulates that
 language as a byte DFA, about six byte states per code point state (the continuation bytes, the
@@ -56,7 +58,7 @@ from functools import lru_cache
 from typing import Any
 
 from ._cpset import complement, normalize
-from ._fsa import ByteViewTooLarge, CodepointDFA
+from ._fsa import ByteViewTooLarge, CodepointDFA, UnicodeEscapes, u_escape_max
 from ._lexeme import ByteDFA
 from ._limits import spend
 
@@ -89,6 +91,7 @@ class JsonStringLexeme:
     __slots__ = (
         "_dfa",
         "_escapes",
+        "_u_max",
         "_key",
         "_rows",
         "_los",
@@ -102,7 +105,10 @@ class JsonStringLexeme:
     )
 
     def __init__(
-        self, dfa: CodepointDFA, unicode_escapes: bool = True, lengths: tuple[int, int] | None = None
+        self,
+        dfa: CodepointDFA,
+        unicode_escapes: UnicodeEscapes = True,
+        lengths: tuple[int, int] | None = None,
     ) -> None:
         if dfa.is_empty():
             raise ValueError("the language is empty: no lexeme represents it (check is_empty() first)")
@@ -115,6 +121,7 @@ class JsonStringLexeme:
         # lexeme, which cannot even open its quote, like the byte table of that language
         self._dfa = dfa
         self._escapes = unicode_escapes
+        self._u_max = u_escape_max(unicode_escapes)  # the highest code point a \u escape spells
         self._rows = [dfa.row(q) for q in range(dfa.num_states)] if not dfa.is_empty() else []
         self._los = [[lo for lo, _, _ in row] for row in self._rows]
         self._finals = dfa.finals
@@ -160,7 +167,7 @@ class JsonStringLexeme:
             cp = _SHORT.get(byte)
             if cp is not None:
                 return self._to(q, cp)
-            return ("x", q, 0, 0) if byte == 0x75 and self._escapes else None
+            return ("x", q, 0, 0) if byte == 0x75 and self._unit_possible(q, 0, 0) else None
         digit = _HEX.get(byte)
         if kind == "x":  # ("x", q, value, digits typed) after "\u"
             if digit is None:
@@ -168,6 +175,8 @@ class JsonStringLexeme:
             acc, k = st[2] * 16 + digit, st[3] + 1
             if k < 4:
                 return ("x", q, acc, k) if self._unit_possible(q, acc, k) else None
+            if acc > self._u_max:
+                return None
             if acc < _SURR_LO or acc > _SURR_HI:
                 return self._to(q, acc)
             return ("h", q, acc) if acc <= _HIGH_HI and self._unit_possible(q, acc, 4) else None
@@ -259,15 +268,17 @@ class JsonStringLexeme:
         """Some code point can still be spelled by a ``\\u`` escape whose first ``k`` hex digits
         have value ``acc`` (a high surrogate counts for the code points of its pairs)."""
         shift = 4 * (4 - k)
-        lo, hi = acc << shift, ((acc + 1) << shift) - 1
+        lo, hi = acc << shift, min(((acc + 1) << shift) - 1, self._u_max)
+        if lo > hi:
+            return False
         if self._meets_scalars(q, lo, hi):
             return True
         h1, h2 = max(lo, _SURR_LO), min(hi, _HIGH_HI)
         return h1 <= h2 and self._meets(q, _pair_base(h1), _pair_base(h2) + 0x3FF)
 
     def _escape_possible(self, s: int) -> bool:
-        if self._escapes and self._meets(s, 0, 0x10FFFF):
-            return True  # every scalar value has a \u spelling
+        if self._u_max >= 0 and self._meets(s, 0, self._u_max):
+            return True  # every scalar value up to _u_max has a \u spelling
         return any(self._to(s, cp) is not None for cp in _SHORT_OF)
 
     # -- witnesses ------------------------------------------------------------------------------
@@ -296,13 +307,14 @@ class JsonStringLexeme:
         elif kind == "e":
             for cp, letter in _SHORT_OF.items():
                 options.append((cp, cp, 1, lambda cp, c=letter: bytes([c])))
-            if self._escapes:
-                options.append((0, 0xFFFF, 5, lambda cp: b"u%04x" % cp))
+            if self._u_max >= 0:
+                options.append((0, min(0xFFFF, self._u_max), 5, lambda cp: b"u%04x" % cp))
+            if self._u_max > 0xFFFF:
                 options.append((0x10000, 0x10FFFF, 11, lambda cp: b"u" + _pair(cp)[2:]))
         elif kind == "x":
             acc, k = st[2], st[3]
             shift = 4 * (4 - k)
-            lo, hi = acc << shift, ((acc + 1) << shift) - 1
+            lo, hi = acc << shift, min(((acc + 1) << shift) - 1, self._u_max)
             options.append((lo, hi, 4 - k, lambda cp, k=k: (b"%04x" % cp)[k:]))
             h1, h2 = max(lo, _SURR_LO), min(hi, _HIGH_HI)
             if h1 <= h2:
@@ -456,7 +468,7 @@ class JsonStringLexeme:
 _READABLE = tuple(ord(c) for c in "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-_.:+ ")
 
 
-def _spell(cp: int, unicode_escapes: bool) -> bytes:
+def _spell(cp: int, unicode_escapes: UnicodeEscapes) -> bytes:
     """The shortest spelling of one code point inside a JSON string (raw where allowed)."""
     if cp >= 0x20 and cp not in (0x22, 0x5C):
         return chr(cp).encode("utf-8")
@@ -565,7 +577,7 @@ BYTE_STATES_PER_STATE = 8
 
 
 def json_string_lexeme(
-    dfa: CodepointDFA, unicode_escapes: bool, automaton_states: int
+    dfa: CodepointDFA, unicode_escapes: UnicodeEscapes, automaton_states: int
 ) -> ByteDFA | JsonStringLexeme:
     """The lexeme of the JSON string literals whose value is in ``dfa``'s language: its byte table
     (:meth:`CodepointDFA.to_json_string`, fast masks through lexeme tables) when that table has at

@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-from ._fsa import CodepointDFA
+from ._fsa import CodepointDFA, UnicodeEscapes
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._lexeme import ByteDFA, can_continue
 
@@ -57,7 +57,7 @@ class KeyLexeme:
 
     __slots__ = ("region", "_escapes", "_automaton_states", "_key", "_inner")
 
-    def __init__(self, region: CodepointDFA, unicode_escapes: bool, automaton_states: int) -> None:
+    def __init__(self, region: CodepointDFA, unicode_escapes: UnicodeEscapes, automaton_states: int) -> None:
         if region.is_empty():
             raise ValueError("KeyLexeme: the region is empty (check is_empty() first)")
         self.region = region

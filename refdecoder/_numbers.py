@@ -60,6 +60,31 @@ point it finds is one); ``"decimal"`` texts need a fraction or an exponent, whic
 (every completion of an integer text has a decimal twin of the same value, ``D...`` and ``D....0``).
 The Boolean algebra treats the spelling as one more atom: two spellings intersect to nothing, and the
 complement of a spelled conjunction includes every text of the other spelling.
+
+**Canonical spellings** (``NumberLexeme(p, canonical=True)``, ``JsonProfile.number_spelling``): no
+minus on a zero, fraction digits ending in a non-zero digit, an exponent ``[eE]-?[1-9][0-9]*``, and
+conjunctions whose modulus is an integer or that are one integer point spelled ``"integer"``
+(:func:`integers_spelled`; ``const``/``enum`` numbers are points, so ``const: 5`` is written ``5``
+and ``const: 1.50`` as ``1.5``, ``15e-1``, ...). This is not
+a product with a DFA of canonical texts: that DFA's state is a function of ours (the last fraction
+digit is ``D % 10``, a negative zero is ``neg`` with ``D == 0``), and a product of two trim automata
+need not be trim (``1.50`` under ``minimum = maximum = 1.5``: the number wants to end, the spelling
+wants a non-zero digit). So the rules enter the same decisions: a byte rule in ``step``
+(:func:`_canonical_byte`: no ``+``, no leading exponent zero, no exponent after ``-0`` or after a
+fraction ending in 0), finality (no ``-0``, ``-0.0``, ``1.0``), and viability on the values the
+canonical completions still reach, which differ from the ones above in three places only:
+
+* a zero mantissa (``-``, ``-0``, ``0.``, ``0.00``) reaches 0 only as ``0`` itself: elsewhere the search
+  needs a non-zero point;
+* after a point or a fraction ending in 0, some non-zero digit must follow: the values are
+  ``10^E (D, D+1)``, the pieces without their left ends (``_mantissa_find(open_left=True)``); every
+  other mantissa prefix reaches all of ``U(D)`` (``D``, then ``.`` and the digits of the rest if any,
+  then ``e`` and the exponent if it is not 0);
+* after ``e`` the exponent is not 0, after ``e-`` it is at most -1 (``_exp_pick(nonzero=True)``).
+
+A ``"decimal"`` conjunction's twin of an integer text is ``T0e-1`` (``0e1`` for 0). Witnesses are
+built from the same searches and are canonical: digits from ``_split`` never end in 0, exponents are
+written only when not 0.
 """
 
 from __future__ import annotations
@@ -67,7 +92,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import cached_property
@@ -81,6 +106,9 @@ __all__ = [
     "NumberConstraint",
     "NumberPredicate",
     "NumberLexeme",
+    "CANONICAL_NUMBER_REGEX",
+    "integers_spelled",
+    "any_number_dfa",
 ]
 
 # Size caps, read from the running compilation's ``Limits`` (``current_limits``): conjunctions of a
@@ -867,10 +895,16 @@ def _pos_interval(c: NumberConstraint, neg: bool) -> _Pos | None:
 
 
 def _mantissa_find(
-    lat: _Lattice, pos: _Pos, D: int, pick: bool, e_floor: int | None = None
+    lat: _Lattice, pos: _Pos, D: int, pick: bool, e_floor: int | None = None, open_left: bool = False
 ) -> tuple[int, Fraction] | None:
     """``(E, x)`` with ``x`` in ``10**E [D, D+1)`` (``D >= 1``), in ``pos`` and admitted by ``lat``;
-    ``E >= e_floor`` when given (integer texts: ``e_floor=0``, more digits and no exponent)."""
+    ``E >= e_floor`` when given (integer texts: ``e_floor=0``, more digits and no exponent).
+
+    ``open_left``: in ``10**E (D, D+1)`` instead (canonical texts after a point or a trailing zero
+    of the fraction, which must still write a non-zero digit). The same walk decides it: a piece
+    strictly inside the interval stays non-degenerate, pieces with ``E <= tau`` hold no multiple of
+    ``m`` once their left end is out, and an open piece of width ``>= (period + 1) m`` still holds
+    ``period`` consecutive multiples, one of them ``≡ 1 (mod period)``."""
     lo, lo_ex, hi, hi_ex = pos
     top = D + 1
     e_lo = None if lo == 0 else _min_exp_above(lo / top, strict=True)
@@ -882,7 +916,7 @@ def _mantissa_find(
 
     def piece(e: int) -> tuple[int, Fraction] | None:
         scale = _pow10(e)
-        a, a_ex = D * scale, False
+        a, a_ex = D * scale, open_left
         if lo > a or (lo == a and lo_ex):
             a, a_ex = lo, lo_ex
         b, b_ex = top * scale, True
@@ -907,7 +941,7 @@ def _mantissa_find(
 
     # Pieces with E <= tau hold at most their left end D*10^E as a multiple of m.
     tau = lat.tau
-    low = _mult_threshold(Fraction(D), m)
+    low = None if open_left else _mult_threshold(Fraction(D), m)
     if low is not None:
         high = tau if e_hi is None else min(tau, e_hi)
         if lo != 0:
@@ -955,11 +989,13 @@ def _exp_range(lat: _Lattice, pos: _Pos, mant: Fraction) -> tuple[int | None, in
 
 
 def _exp_pick(
-    phase: int, eneg: bool, X: int, rng: tuple[int | None, int | None]
+    phase: int, eneg: bool, X: int, rng: tuple[int | None, int | None], nonzero: bool = False
 ) -> tuple[int, int, int] | None:
     """An exponent in ``rng`` the exponent phase can still write: ``(E, j, r)``.
 
     In ``_EXP`` the written exponent's magnitude is ``X * 10**j + r`` (``0 <= r < 10**j``).
+    ``nonzero``: canonical texts, whose exponent is never 0 (after ``e`` or ``e-``; in ``_EXP`` their
+    ``X >= 1`` already).
     """
     lo, hi = rng
     if phase == _EMARK:
@@ -967,10 +1003,18 @@ def _exp_pick(
             return (lo, 0, 0)
         if hi is not None and hi < 0:
             return (hi, 0, 0)
-        return (0, 0, 0)
+        if not nonzero:
+            return (0, 0, 0)
+        if hi is None or hi >= 1:
+            return (1, 0, 0)
+        if lo is None or lo <= -1:
+            return (-1, 0, 0)
+        return None
     if eneg:
         lo, hi = (None if hi is None else -hi), (None if lo is None else -lo)
     a = 0 if lo is None or lo < 0 else lo
+    if nonzero and phase == _ESIGN:
+        a = max(a, 1)
     if hi is not None and hi < a:
         return None
     if phase == _ESIGN or X == 0:
@@ -994,13 +1038,17 @@ class NumberLexeme:
 
     Raises ``ValueError`` for an empty predicate (test :meth:`NumberPredicate.is_empty` first), as
     :meth:`ByteDFA.build` does for an empty language.
+
+    ``canonical``: only the canonical spellings (``JsonProfile.number_spelling``; "Canonical
+    spellings" in the module doc).
     """
 
-    def __init__(self, predicate: NumberPredicate) -> None:
+    def __init__(self, predicate: NumberPredicate, canonical: bool = False) -> None:
         if predicate.is_empty():
             raise ValueError("NumberLexeme: the predicate is empty (no number satisfies it)")
         self.predicate = predicate
-        self._conjs = predicate.conjunctions
+        self.canonical = canonical
+        self._conjs = integers_spelled(predicate).conjunctions if canonical else predicate.conjunctions
         self._lats = [c._lattice for c in self._conjs]
         self._zero_ok = [c.contains(_ZERO) for c in self._conjs]
         self._spell = [c.spelling for c in self._conjs]
@@ -1014,11 +1062,13 @@ class NumberLexeme:
     #: only): the parser tries these alone when it lists a state's live bytes.
     alphabet = frozenset(b"0123456789+-.eE")
     #: Token masks may share per-state token classes between grammars (``_tokens``): the key names the
-    #: predicate, and a state is a value (``step`` depends on nothing else).
+    #: predicate (and the canonical flag), and a state is a value (``step`` depends on nothing else).
     token_tables = True
 
     @property
     def key(self) -> Hashable:
+        if self.canonical:
+            return ("number", self.predicate, "canonical")
         return ("number", self.predicate)
 
     def start(self) -> State:
@@ -1033,6 +1083,8 @@ class NumberLexeme:
         st: State = state  # type: ignore[assignment]
         phase, neg, D, f, eneg, X, mask = st
         shape = _advance(phase, neg, D, f, eneg, X, byte)
+        if self.canonical and not _canonical_byte(phase, neg, D, byte):
+            shape = None
         out: State | None = None
         if shape is not None:
             new_mask = 0
@@ -1057,6 +1109,31 @@ class NumberLexeme:
         self._final_cache[state] = out
         return out
 
+    def future_key(self, state: Hashable) -> Hashable:
+        """A key equal for states with the same future (``_budget`` memoizes token distances by it).
+
+        In the integer part (``_INT``, ``D >= 1``) a state whose every alive conjunction cannot tell
+        one ``D`` from another has the future of every such state with the same sign and alive set:
+        its interval for ``|x|`` is all of ``(0, ∞)`` (bounds can never fail), it forbids no modulus,
+        and it needs none or is ``"integer"``-spelled (an integer text's value is an integer, so a
+        modulus ``1/k`` holds whatever the digits; a decimal text could shift ``D`` into the fraction
+        with a negative exponent, where the digits matter). Its verdicts then depend on the digits
+        still to come, never on ``D``. Any other state is its own key."""
+        st: Any = state
+        phase, neg, D, _f, _eneg, _X, mask = st
+        if phase != _INT or D < 1:
+            return st
+        for i in _bits(mask):
+            c = self._conjs[i]
+            pos = self._pos[i][neg]
+            if pos is None or pos[0] != 0 or pos[2] is not None or c.not_multiple_of:
+                return st
+            if c.multiple_of is not None and not (
+                c.spelling == "integer" and (1 / c.multiple_of).denominator == 1
+            ):
+                return st
+        return ("number-free", neg, mask, self.canonical)
+
     def witness(self, state: Hashable) -> bytes:
         """A suffix that completes the bytes read into a member of the language."""
         st: State = state  # type: ignore[assignment]
@@ -1069,15 +1146,27 @@ class NumberLexeme:
         raise AssertionError(f"NumberLexeme: state {st!r} has no completion (trimness broken)")
 
     # -- decisions ------------------------------------------------------------------------------
+    def _zero_reachable(self, phase: int, neg: bool) -> bool:
+        """After a mantissa prefix of value 0 (``D == 0``), may the text still denote 0? Always for
+        any spelling; for canonical ones only after ``0`` (``-0`` needs a non-zero digit, and so do
+        ``0.`` and ``0.00``, whose fraction must end in one)."""
+        return not self.canonical or (phase == _INT0 and not neg)
+
+    def _open_left(self, phase: int, D: int) -> bool:
+        """Canonical texts after a point or a fraction ending in 0 must write a non-zero digit: their
+        values are ``10**E (D, D+1)``, the pieces without their left ends."""
+        return self.canonical and (phase == _DOT or (phase == _FRAC and D % 10 == 0))
+
     def _viable(self, i: int, shape: tuple[int, bool, int, int, bool, int]) -> bool:
         phase, neg, D, f, eneg, X = shape
         if self._spell[i] == "integer":
             return self._viable_integer(i, phase, neg, D)
         # A "decimal" spelling is viable exactly where any spelling is: a completion "D..." of an
-        # integer text has the decimal twin "D....0" of the same value.
+        # integer text has the decimal twin "D....0" of the same value (canonical: "D...0e-1", and
+        # "0e1" for 0).
         if phase in _MANTISSA:
             if D == 0:
-                if self._zero_ok[i]:
+                if self._zero_ok[i] and self._zero_reachable(phase, neg):
                     return True
                 pos = self._pos[i][neg]
                 return (
@@ -1085,20 +1174,26 @@ class NumberLexeme:
                     and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
                 )
             pos = self._pos[i][neg]
-            return pos is not None and _mantissa_find(self._lats[i], pos, D, pick=False) is not None
+            return (
+                pos is not None
+                and _mantissa_find(self._lats[i], pos, D, pick=False, open_left=self._open_left(phase, D))
+                is not None
+            )
         if D == 0:
             return self._zero_ok[i]
         rng = self._range(i, neg, D, f)
-        return rng is not None and _exp_pick(phase, eneg, X, rng) is not None
+        return rng is not None and _exp_pick(phase, eneg, X, rng, nonzero=self.canonical) is not None
 
     def _viable_integer(self, i: int, phase: int, neg: bool, D: int) -> bool:
-        """An integer text goes on only with digits: ``0`` and ``-0`` are complete, and after digits
-        ``D`` the values left are the integers of ``10**E [D, D+1)`` for ``E >= 0`` only."""
+        """An integer text goes on only with digits: ``0`` and ``-0`` are complete (canonical: ``-0``
+        is out), and after digits ``D`` the values left are the integers of ``10**E [D, D+1)`` for
+        ``E >= 0`` only."""
+        zero = self._zero_ok[i] and self._zero_reachable(_INT0, neg)
         if phase == _INT0:
-            return self._zero_ok[i]
+            return zero
         pos = self._pos[i][neg]
         if phase == _MINUS:
-            return self._zero_ok[i] or (
+            return zero or (
                 pos is not None
                 and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
             )
@@ -1123,6 +1218,8 @@ class NumberLexeme:
 
     def _final(self, state: State) -> bool:
         phase, neg, D, f, eneg, X, mask = state
+        if self.canonical and ((neg and D == 0) or (phase == _FRAC and D % 10 == 0)):
+            return False  # "-0", "-0.0", "1.0", "1.50": not canonical (exponents are checked by step)
         if phase in (_INT0, _INT, _FRAC):
             v = Fraction(-D if neg else D) * _pow10(-f)
             spelled = "decimal" if phase == _FRAC else "integer"
@@ -1149,7 +1246,12 @@ class NumberLexeme:
             and state[0] in (_START, _MINUS, _INT0, _INT)
             and not any(ch in w for ch in ".eE")
         ):
-            w += ".0"  # the same value, spelled with a fraction
+            if not self.canonical:
+                w += ".0"  # the same value, spelled with a fraction
+            elif state[2] == 0 and state[0] != _MINUS and set(w) <= {"0"}:
+                w += "e1"  # 0 as "0e1": canonical texts have no trailing zero in a fraction
+            else:
+                w += "0e-1"  # "12" as "120e-1"
         return w
 
     def _integer_witness(self, i: int, state: State) -> str | None:
@@ -1159,11 +1261,12 @@ class NumberLexeme:
             c = self._conjs[i]
             x = _interval_find(lat, c.lo, c.lo_excl, c.hi, c.hi_excl, pick=True)
             return None if x is None else str(x.numerator)
+        zero = self._zero_ok[i] and self._zero_reachable(_INT0, neg)
         if phase == _INT0:
-            return "" if self._zero_ok[i] else None
+            return "" if zero else None
         pos = self._pos[i][neg]
         if phase == _MINUS:
-            if self._zero_ok[i]:
+            if zero:
                 return "0"
             x = None if pos is None else _interval_find(lat, pos[0], pos[1], pos[2], pos[3], pick=True)
             return None if x is None else str(x.numerator)
@@ -1182,7 +1285,7 @@ class NumberLexeme:
                 return None
             return "-" + _render(-x) if x < 0 else _render(x)
         if phase in _MANTISSA:
-            if D == 0 and self._zero_ok[i]:
+            if D == 0 and self._zero_ok[i] and self._zero_reachable(phase, neg):
                 return {_MINUS: "0", _DOT: "0"}.get(phase, "")
             pos = self._pos[i][neg]
             if pos is None:
@@ -1196,7 +1299,7 @@ class NumberLexeme:
                 a, e = _split(x)
                 digits = str(a)  # "0." + f zeros + digits is a * 10**-(f + len(digits))
                 return ("." if phase == _INT0 else "") + digits + _exp_text(e + f + len(digits))
-            found = _mantissa_find(lat, pos, D, pick=True)
+            found = _mantissa_find(lat, pos, D, pick=True, open_left=self._open_left(phase, D))
             if found is None:
                 return None
             e, x = found
@@ -1213,11 +1316,15 @@ class NumberLexeme:
                 body = frac
             return body + _exp_text(e + f)
         if D == 0:
-            return "0" if self._zero_ok[i] and phase != _EXP else ("" if self._zero_ok[i] else None)
+            if not self._zero_ok[i]:
+                return None
+            if phase == _EXP:
+                return ""
+            return "1" if self.canonical else "0"  # canonical exponents are not 0
         rng = self._range(i, neg, D, f)
         if rng is None:
             return None
-        got = _exp_pick(phase, eneg, X, rng)
+        got = _exp_pick(phase, eneg, X, rng, nonzero=self.canonical)
         if got is None:
             return None
         e, j, rest = got
@@ -1228,6 +1335,40 @@ class NumberLexeme:
         if X == 0:
             return str(abs(e)) if e else ""
         return str(rest).zfill(j) if j else ""
+
+
+def _canonical_byte(phase: int, neg: bool, D: int, byte: int) -> bool:
+    """May a canonical text read ``byte`` after a prefix in ``phase``? The rules that look at the
+    next byte (the others are finality, :meth:`NumberLexeme._final`): no exponent after ``-0`` (its
+    value stays 0) or after a fraction ending in 0; an exponent has no ``+`` and begins with a
+    non-zero digit."""
+    if byte in _E_BYTES:
+        return not ((phase == _INT0 and neg) or (phase == _FRAC and D % 10 == 0))
+    if phase == _EMARK:
+        return byte not in (_PLUS_B, 0x30)
+    if phase == _ESIGN:
+        return byte != 0x30
+    return True
+
+
+def integers_spelled(predicate: NumberPredicate) -> NumberPredicate:
+    """``predicate`` with every conjunction of any spelling whose values are all integers spelled
+    ``"integer"``: the canonical profile's rule that an integer is written without fraction or
+    exponent. "All integers" is read off the conjunction's form: its ``multipleOf`` is an integer
+    (``type: integer`` is 1), or it is one integer point (``const: 5``, an ``enum`` member)."""
+
+    def integral(c: NumberConstraint) -> bool:
+        if c.multiple_of is not None and c.multiple_of.denominator == 1:
+            return True
+        return c.lo is not None and c.lo == c.hi and c.lo.denominator == 1
+
+    return NumberPredicate.of(
+        # (a point keeps no forbidden moduli, so multiple_of 1 leaves it in canonical form)
+        replace(c, spelling="integer", multiple_of=c.multiple_of or _ONE)
+        if c.spelling is None and integral(c)
+        else c
+        for c in predicate.conjunctions
+    )
 
 
 def _exp_text(e: int) -> str:
@@ -1245,11 +1386,20 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def any_number_dfa() -> Any:
-    """RFC 8259 §6 ``number`` (any value) as a ByteDFA: regular, so masks use lexeme tables."""
+#: The canonical number texts (``NumberLexeme(..., canonical=True)`` of any value): non-negative ones,
+#: and negative ones whose mantissa is not zero; fractions end in a non-zero digit; exponents have
+#: no ``+`` and no leading zero, and are not 0.
+CANONICAL_NUMBER_REGEX = (
+    r"(0|[1-9][0-9]*|-[1-9][0-9]*|-?0\.[0-9]*[1-9]|-?[1-9][0-9]*\.[0-9]*[1-9])"
+    r"([eE]-?[1-9][0-9]*)?"
+)
+
+
+@functools.lru_cache(maxsize=2)
+def any_number_dfa(canonical: bool = False) -> Any:
+    """RFC 8259 §6 ``number`` (any value) as a ByteDFA: regular, so masks use lexeme tables;
+    ``canonical``: its canonical spellings (:data:`CANONICAL_NUMBER_REGEX`)."""
     from ._regex import compile_regex_dfa
 
-    return compile_regex_dfa(
-        r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", flavor="python", mode="fullmatch"
-    ).to_utf8()
+    pattern = CANONICAL_NUMBER_REGEX if canonical else r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+    return compile_regex_dfa(pattern, flavor="python", mode="fullmatch").to_utf8()

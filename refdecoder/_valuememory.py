@@ -65,7 +65,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Protocol
 
-from ._fsa import CodepointDFA
+from ._fsa import CodepointDFA, UnicodeEscapes
 from ._ir import CALL, RETURN, Action
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
 from ._keymemory import language_size
@@ -237,10 +237,9 @@ class _NumbersMinus:
 
     __slots__ = ("barred", "dfa")
 
-    def __init__(self, barred: frozenset[Canon]) -> None:
-
+    def __init__(self, barred: frozenset[Canon], canonical: bool = False) -> None:
         self.barred = barred
-        self.dfa = any_number_dfa()
+        self.dfa = any_number_dfa(canonical)
 
     def start(self) -> Hashable:
         return (0, b"")
@@ -289,6 +288,7 @@ class ScalarValueLexeme:
         "number",
         "string",
         "_escapes",
+        "_canonical",
         "_states",
         "_key",
         "_parts",
@@ -302,9 +302,10 @@ class ScalarValueLexeme:
         booleans: frozenset[bool],
         number: NumberPredicate,
         string: CodepointDFA,
-        unicode_escapes: bool,
+        unicode_escapes: UnicodeEscapes,
         automaton_states: int,
         where: str = "",
+        canonical_numbers: bool = False,
     ) -> None:
         if not number.is_empty() and number != _ANY_NUMBER:
             _check_number_part(number, where)
@@ -315,6 +316,7 @@ class ScalarValueLexeme:
         self.number = number
         self.string = string
         self._escapes = unicode_escapes
+        self._canonical = canonical_numbers  # JsonProfile.number_spelling == "canonical"
         self._states = automaton_states
         self.where = where
         self._key = (
@@ -325,6 +327,7 @@ class ScalarValueLexeme:
             string.key,
             unicode_escapes,
             automaton_states,
+            canonical_numbers,
         )
         self._parts: OrderedDict[frozenset[Canon], tuple[_Part, ...]] = OrderedDict()
 
@@ -349,7 +352,8 @@ class ScalarValueLexeme:
         number = self.number
         points = [p for p in points if number.contains(p)]
         if number == _ANY_NUMBER:  # every number prefix has infinitely many values: finality only
-            out.append(_NumbersMinus(frozenset(v for v in barred if v[0] == "num")))  # type: ignore[index]
+            nums = frozenset(v for v in barred if v[0] == "num")  # type: ignore[index]
+            out.append(_NumbersMinus(nums, self._canonical))
             number = NumberPredicate.none()
         elif points:
             exclude = NumberPredicate.none()
@@ -357,7 +361,7 @@ class ScalarValueLexeme:
                 exclude = exclude.or_(NumberPredicate.from_keywords(minimum=p, maximum=p))
             number = number.and_(exclude.not_())
         if not number.is_empty():
-            out.append(NumberLexeme(number))
+            out.append(NumberLexeme(number, self._canonical))
         strings = sorted(v[1] for v in barred if v[0] == "str")  # type: ignore[index]
         lang = self.string
         if strings and not lang.is_empty():

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
 from ._complete import Completer
+from ._fsa import UnicodeEscapes
 from ._ir import Lex, Network
 from ._lexeme import ByteDFA
 from ._limits import Deadline, Limits
@@ -59,7 +60,22 @@ class JsonProfile:
       the order the schema lists them; additional properties after them).
     * ``additional_properties_default``: what an absent ``additionalProperties`` means (the spec: True).
     * ``allow_duplicate_keys``: may an object repeat a key (default False; RFC 8259 says SHOULD be unique).
-    * ``unicode_escapes``: may strings use ``\\uXXXX`` escapes.
+    * ``unicode_escapes``: may strings use ``\\uXXXX`` escapes: ``True`` (any code point, UTF-16
+      surrogate pairs above U+FFFF), ``False`` (none: the controls without a short escape cannot be
+      written), or ``"controls"`` (only for U+0000..U+001F, the characters JSON cannot write raw;
+      every other character is written as itself, in UTF-8). The short escapes
+      (``\\" \\\\ \\/ \\b \\f \\n \\r \\t``) are allowed in every mode.
+    * ``number_spelling``: ``"any"`` (every RFC 8259 spelling of an admitted value) or ``"canonical"``
+      (docs/design.md "The generation profile"): a zero is never written with a minus sign (``-0``,
+      ``-0.0``, ``-0e5`` out); fraction digits end in a non-zero digit (``1.0``, ``1.50`` out); the
+      exponent is ``[eE]``, an optional ``-`` and digits that begin with a non-zero digit (``1e05``,
+      ``1e0``, ``1e+5`` out: an exponent of value 0 changes nothing, and ``+`` is as redundant as a
+      leading zero, so each exponent value has one spelling); and where a number's conjunction only
+      admits integers (``type: integer``, a ``multipleOf`` that is an integer, or one integer value)
+      the text has neither fraction nor exponent (``1e2`` out where ``100`` is meant). The rules are
+      on texts, not values: ``0e5``, ``15e-1`` and ``0.15e1`` are canonical. ``const``/``enum``
+      numbers are values (the reference reads them as one-point predicates), so they obey the rules
+      too: ``const: 1.50`` is written ``1.5`` (or ``15e-1``...), ``const: 5`` only ``5``.
     * ``formats``: ``"annotation"`` (draft 2020-12's default: ``format`` constrains nothing) or
       ``"assert"`` (the formats maskcert implements exactly are enforced; others are refused).
     * ``top_level_whitespace``: may whitespace (as ``whitespace`` allows) surround the top-level value;
@@ -70,22 +86,47 @@ class JsonProfile:
     * ``draft``: the JSON Schema draft of a schema (or remote document) that declares no ``$schema``
       (one of ``JSON_SCHEMA_DRAFTS``; ``4``, ``draft7``, ``draft2019-09`` and the like are accepted and
       stored as the canonical name). A declared ``$schema`` always wins.
+
+    :meth:`generation` is the profile of the spellings a person expects (docs/design.md "The generation
+    profile"): a language like the engines' profiles, certifiable the same way.
     """
 
     whitespace: Literal["any", "none"] | int = "any"
     property_order: Literal["any", "schema"] = "any"
     additional_properties_default: bool = True
     allow_duplicate_keys: bool = False
-    unicode_escapes: bool = True
+    unicode_escapes: UnicodeEscapes = True
     formats: Literal["annotation", "assert"] = "annotation"
     top_level_whitespace: bool = True
     additional_items_default: bool = True
     draft: str = _DEFAULT_DRAFT
+    number_spelling: Literal["any", "canonical"] = "any"
+
+    @classmethod
+    def generation(cls, whitespace: Literal["any", "none"] | int = "none") -> JsonProfile:
+        """The generation profile: ``\\u`` escapes only for control characters, canonical number
+        spellings and unique keys. ``whitespace`` is the caller's choice (default ``"none"``: compact
+        JSON, no whitespace anywhere; ``"any"`` or a bound N as in the field); every other field keeps
+        JSON Schema's own reading."""
+        return cls(
+            whitespace=whitespace,
+            unicode_escapes="controls",
+            number_spelling="canonical",
+            allow_duplicate_keys=False,
+        )
 
     def __post_init__(self) -> None:
         ws = self.whitespace
         if not (ws in ("any", "none") or (isinstance(ws, int) and not isinstance(ws, bool) and ws >= 0)):
             raise SpecError("bad JsonProfile.whitespace", repr(ws), '"any", "none" or an int >= 0')
+        if not isinstance(self.unicode_escapes, bool) and self.unicode_escapes != "controls":
+            raise SpecError(
+                "bad JsonProfile.unicode_escapes", repr(self.unicode_escapes), 'True, False or "controls"'
+            )
+        if self.number_spelling not in ("any", "canonical"):
+            raise SpecError(
+                "bad JsonProfile.number_spelling", repr(self.number_spelling), '"any" or "canonical"'
+            )
         if self.property_order not in ("any", "schema"):
             raise SpecError("bad JsonProfile.property_order", repr(self.property_order), '"any" or "schema"')
         if self.formats not in ("annotation", "assert"):
@@ -97,11 +138,13 @@ class JsonProfile:
             object.__setattr__(self, "draft", draft)
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields; ``draft`` only when it is not the default, so that specs of the default draft
-        keep the fingerprints they had before drafts were an option."""
+        """The fields; ``draft`` and ``number_spelling`` only when they are not the default, so that
+        specs keep the fingerprints they had before those were options."""
         out = asdict(self)
         if self.draft == _DEFAULT_DRAFT:
             del out["draft"]
+        if self.number_spelling == "any":
+            del out["number_spelling"]
         return out
 
 

@@ -132,7 +132,8 @@ def serializations(instance: Any, profile: JsonProfile | None = None, schema: An
         gaps += [_dumps_default, _indent2, _wide(4), _wide(1)]
     elif isinstance(ws, int) and ws > 0:
         gaps += [_dumps_default, _indent2, _wide(ws), _wide(1)]
-    escapes: list[Escape] = ["none", "astral", "all"] if profile.unicode_escapes else ["none"]
+    # "controls": no escaped non-ASCII ("none" writes only control characters as \u00XX)
+    escapes: list[Escape] = ["none", "astral", "all"] if profile.unicode_escapes is True else ["none"]
 
     def as_given(v: dict[str, Any], s: Any) -> list[str]:
         return list(v)

@@ -7,8 +7,10 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
   none: ``Draft4Validator`` ... ``Draft202012Validator``), draft-04 reading ``integer`` as a number
   written without a fraction or exponent, with format assertion when the profile asserts formats (one
   reading of each format in every draft, as the reference's); then the profile's own restrictions,
-  each by a few lines of code here: whitespace, ``\\u`` escapes, property order,
-  ``additionalProperties`` default.
+  each by a few lines of code here: whitespace, ``\\u`` escapes (none, or only of control characters
+  under ``unicode_escapes="controls"``), property order, ``additionalProperties`` default. A profile
+  with ``number_spelling="canonical"`` is refused (a :class:`CorpusError`): its integer rule depends
+  on the reference's reading of the schema's number predicates, and no independent reading is here.
 * Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
 * GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
@@ -361,8 +363,19 @@ def _profile_text_error(text: str, value: Any, schema: Any, profile: JsonProfile
         gap = max_gap(text)
         if gap > profile.whitespace:
             return f"profile whitespace={profile.whitespace}: a gap of {gap} whitespace characters"
-    if not profile.unicode_escapes and _has_u_escape(text):
+    if profile.number_spelling != "any":
+        raise CorpusError(
+            "profile number_spelling",
+            '"any": canonical number spellings have no independent validator here yet',
+            repr(profile.number_spelling),
+        )
+    escapes = _u_escapes(text)
+    if not profile.unicode_escapes and escapes:
         return "profile unicode_escapes=False: a \\uXXXX escape in a string"
+    if profile.unicode_escapes == "controls":
+        for cp in escapes:
+            if cp > 0x1F:
+                return f"profile unicode_escapes='controls': \\u{cp:04x} escapes a character that is not a control"
     draft = _schema.root_draft(schema, profile.draft)
     objects = _objects(value, schema, schema, draft=draft)
     if not profile.allow_duplicate_keys:
@@ -387,20 +400,22 @@ def _profile_text_error(text: str, value: Any, schema: Any, profile: JsonProfile
     return None
 
 
-def _has_u_escape(text: str) -> bool:
+def _u_escapes(text: str) -> list[int]:
+    """The value of every ``\\uXXXX`` escape in the strings of ``text`` (valid JSON), in order."""
+    out: list[int] = []
     in_str = esc = False
-    for c in text:
+    for i, c in enumerate(text):
         if not in_str:
             in_str = c == '"'
         elif esc:
             if c == "u":
-                return True
+                out.append(int(text[i + 1 : i + 5], 16))
             esc = False
         elif c == "\\":
             esc = True
         elif c == '"':
             in_str = False
-    return False
+    return out
 
 
 def _source_text(spec: SpecRef, kind: str) -> tuple[str, str]:

@@ -18,8 +18,9 @@ The file is one JSON object (UTF-8, keys sorted, no NaN/Infinity) with exactly t
 ``backend`` (object)
     ``name`` (str), ``version`` (str), ``profile``: the declared profile, ``{"json": {JsonProfile
     fields: whitespace ("any" | "none" | int), property_order ("any" | "schema"),
-    additional_properties_default (bool), allow_duplicate_keys (bool), unicode_escapes (bool),
-    formats ("annotation" | "assert")}, "canonical_tokenization_only": bool, "notes": [str]}``;
+    additional_properties_default (bool), allow_duplicate_keys (bool), unicode_escapes (bool |
+    "controls"), formats ("annotation" | "assert"); draft and number_spelling ("any" | "canonical")
+    only when not the default}, "canonical_tokenization_only": bool, "notes": [str]}``;
     ``declared_restrictions``: ``[{"option": str, "value": any, "default": any, "meaning": str}]`` —
     deviations the backend declares (they are the language certified against, not defects).
 ``tokenizers`` (array)
