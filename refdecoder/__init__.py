@@ -5,6 +5,7 @@ Specs (``JsonSchema``, ``Regex``, ``Gbnf``, ``Choice``, ``Lark``, ``StructuralTa
 handle. Nothing here reads files or prints (docs/style.md §5).
 """
 
+from ._budget import TokenDistances, budget_distances
 from ._compile import compile, compile_choice, compile_gbnf, compile_json_schema, compile_regex
 from ._input import read_spec_json, read_spec_text
 from ._limits import parse_limit
@@ -21,6 +22,7 @@ from .errors import (
     SpecError,
     SpecFileError,
     StateError,
+    TokenBudgetError,
     Unsupported,
     VocabularyError,
 )
@@ -46,6 +48,8 @@ __all__ = [
     "Rejected",
     "TERMINATED",
     "TokenGrammar",
+    "TokenDistances",
+    "budget_distances",
     "SpecialView",
     "VocabularyLike",
     "token_trie",
@@ -76,6 +80,7 @@ __all__ = [
     "LimitName",
     "MaskcertError",
     "NoValidToken",
+    "TokenBudgetError",
     "SpecError",
     "SpecFileError",
     "StateError",

@@ -19,6 +19,7 @@ __all__ = [
     "VocabularyError",
     "NoValidToken",
     "StateError",
+    "TokenBudgetError",
 ]
 
 
@@ -159,3 +160,17 @@ class NoValidToken(MaskcertError, RuntimeError):
 
 class StateError(MaskcertError, ValueError):
     """An operation was asked of a matcher or state that cannot take it (e.g. rollback too far)."""
+
+
+class TokenBudgetError(MaskcertError, ValueError):
+    """A token budget (``max_new_tokens``, a request's ``max_tokens``) that the spec cannot be finished
+    within, or that could not be decided within the search bound. ``budget`` is the number of tokens
+    allowed (EOS included), ``needed`` the fewest the spec's shortest output takes when known (else
+    ``None``), ``where`` what was being checked."""
+
+    def __init__(self, budget: int, needed: int | None, where: str, detail: str = "") -> None:
+        self.budget = budget
+        self.needed = needed
+        self.where = where
+        need = f"needs at least {needed} tokens (EOS included)" if needed is not None else detail
+        super().__init__(f"token budget {budget} at {where}: {need}")

@@ -9,17 +9,19 @@ Theory of operation
 -------------------
 ``generate`` calls the processor once per step with ``input_ids`` ``[rows, prompt + t]`` and the
 scores ``[rows, V']`` of the next token. The first call of a generation fixes the prompt length
-``P`` (all rows share it: ``generate`` pads prompts to one length) and the prompts; a call whose
-length is not the previous one plus one, or with a row whose first ``P`` ids are none of the prompts,
-starts a new generation, so one processor serves any number of ``generate`` calls, one at a time
-(:meth:`ReferenceLogitsProcessor.reset` says so explicitly).
+``P`` (all rows share it: ``generate`` pads prompts to one length) and the prompts; a later call
+continues that generation when every row starts with one of the prompts and is at least ``P`` long,
+and otherwise starts a new one, so one processor serves any number of ``generate`` calls, one at a
+time (:meth:`ReferenceLogitsProcessor.reset` says so explicitly).
 
 A row is keyed by its generated ids ``input_ids[row, P:]``, never by its index: beam search reorders
-and duplicates rows between steps, so row ``i`` now may continue row ``j`` of the last step. The rows
-of the last step are kept in a dict from key to :class:`_Row`; a row's key minus its last id names
-its parent, whose :class:`~refdecoder.Matcher` is forked (O(1), persistent history) and advanced by
-that id. A key with no parent kept (a processor joined mid-way) is replayed from the start. Keys
-that repeat (beams sharing a prefix) share one row.
+and duplicates rows between steps, so row ``i`` now may continue row ``j`` of the last step, and
+assisted or speculative decoding (``generate(assistant_model=...)``, ``prompt_lookup_num_tokens``)
+scores several candidate positions per step — calls of lengths ``L, L+1, ..., L+k`` — then goes back
+to the first rejected candidate. Rows of every length are kept (an LRU of :data:`_KEPT_ROWS`); a
+row's key minus its last id names its parent, whose :class:`~refdecoder.Matcher` is forked (O(1),
+persistent history) and advanced by that id. A key with no kept ancestor is replayed from the
+nearest one (or the start). Keys that repeat (beams sharing a prefix) share one row.
 
 A row is *live* while every generated id was accepted; it *ended* once EOS was accepted (``generate``
 keeps finished rows in the batch and appends padding to them) and is *dead* when an id the mask had
@@ -31,9 +33,11 @@ Masks are the reference's exact ones (:meth:`TokenGrammar.mask`), applied with
 :func:`refdecoder.sampler.apply_token_bitmask`; score columns past the vocabulary (models pad their
 embedding to a multiple of 64 or 128) are always ``-inf``. A live row whose allowed tokens all score
 ``-inf`` (or NaN) raises :class:`~refdecoder.errors.NoValidToken` instead of letting ``generate``
-sample from an empty set. With ``max_new_tokens`` the processor also knows the budget: at the last
-step, a live row that could stop (its output is already in the language) must stop, rather than be cut
-off mid-continuation.
+sample from an empty set. With ``max_new_tokens`` the processor knows the budget: a row with
+``left`` tokens still to draw may take a token only if the language can be finished after it within
+``left - 1`` more, EOS included (``refdecoder._budget``, exact shortest completions measured in tokens
+of this vocabulary), so every row ends with EOS within the budget whenever the spec's shortest
+output fits it — which is checked when the processor is built.
 
 Token bytes come from the tokenizer itself (:func:`vocabulary_from_tokenizer`): byte-level BPE
 through GPT-2's byte table, SentencePiece-style pieces through ``▁`` and ``<0xNN>`` byte fallback,
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,6 +59,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from ._budget import TokenDistances, budget_distances
 from ._compile import compile as compile_spec
 from ._matcher import Accepted, Matcher
 from ._tokens import TokenGrammar, VocabularyLike, pack_ids
@@ -63,6 +69,7 @@ from .sampler import apply_token_bitmask
 
 __all__ = [
     "ReferenceLogitsProcessor",
+    "Row",
     "TokenizerVocabulary",
     "vocabulary_from_tokenizer",
     "transformers_available",
@@ -238,30 +245,44 @@ def _as_vocabulary(tokenizer: Any, eos_token_id: int | Iterable[int] | None) -> 
 
 RowStatus = Literal["live", "ended", "dead"]
 
+#: Rows kept between calls (keys of every length: assisted decoding goes back and forth), LRU.
+_KEPT_ROWS = 4_096
+
 
 @dataclass(frozen=True)
-class _Row:
+class Row:
+    """One generated sequence as the processor sees it: its generated ids (``input_ids[row, P:]``),
+    the reference's matcher after them, and whether it is live, ended (EOS accepted) or dead (an id
+    the mask had removed was appended anyway)."""
+
+    ids: tuple[int, ...]
     matcher: Matcher
     status: RowStatus
 
-    def child(self, token_id: int) -> _Row:
+    def child(self, token_id: int) -> Row:
+        ids = (*self.ids, token_id)
         if self.status != "live":
-            return self
+            return Row(ids, self.matcher, self.status)
         m = self.matcher.fork()
         outcome = m.accept(token_id)
         if not isinstance(outcome, Accepted):
-            return _Row(self.matcher, "dead")
-        return _Row(m, "ended" if outcome.terminated else "live")
+            return Row(ids, self.matcher, "dead")
+        return Row(ids, m, "ended" if outcome.terminated else "live")
 
 
 class ReferenceLogitsProcessor(_Base):
     """A ``transformers.LogitsProcessor`` that leaves finite only the tokens the reference allows.
 
-    ``spec`` is a ``JsonSchema``, ``Regex``, ``Gbnf`` or ``Choice`` (or a compiled :class:`Grammar`);
-    ``tokenizer`` a transformers tokenizer or a ``VocabularyLike`` (``tokenizers_matrix.Vocabulary``).
-    ``eos_token_id`` overrides the tokenizer's EOS (give ``generate`` the same ids:
-    :attr:`eos_token_ids`). ``max_new_tokens``, when given, makes a row that could stop at the last
-    step stop. ``stats`` counts calls, rows replayed from the start, ended and dead rows.
+    ``spec`` is a ``JsonSchema``, ``Regex``, ``Gbnf``, ``Choice``, ``Lark`` or ``StructuralTag`` (or a
+    compiled :class:`Grammar`); ``tokenizer`` a transformers tokenizer or a ``VocabularyLike``
+    (``tokenizers_matrix.Vocabulary``). ``eos_token_id`` overrides the tokenizer's EOS (give
+    ``generate`` the same ids: :attr:`eos_token_ids`).
+
+    ``max_new_tokens`` (give ``generate`` the same number) makes every row finish within it: a token
+    is allowed only if the language can still be finished, EOS included, within the tokens left
+    (``refdecoder._budget``: the exact shortest completion in tokens of this vocabulary). A spec whose
+    shortest output does not fit raises :class:`~refdecoder.errors.TokenBudgetError` here, before
+    generation. ``stats`` counts calls, rows replayed from the start, ended and dead rows.
     """
 
     def __init__(
@@ -281,71 +302,82 @@ class ReferenceLogitsProcessor(_Base):
         self.vocabulary = _as_vocabulary(tokenizer, eos_token_id)
         self.token_grammar = TokenGrammar(grammar, self.vocabulary)
         self.max_new_tokens = max_new_tokens
+        self.distances: TokenDistances | None = None
+        if max_new_tokens is not None:
+            self.distances = budget_distances(self.token_grammar, max_new_tokens)
         self.eos_token_ids: list[int] = sorted(int(e) for e in self.vocabulary.eos_ids)
         self._eos_mask = pack_ids(self.eos_token_ids, self.token_grammar.vocab_size)
         self._prompt_len: int | None = None
-        self._last_len = -1
-        self._rows: dict[tuple[int, ...], _Row] = {}
+        self._rows: OrderedDict[tuple[int, ...], Row] = OrderedDict()
         self._prompts: set[tuple[int, ...]] = set()
         self.stats = {"calls": 0, "replayed": 0, "ended": 0, "dead": 0}
 
     def reset(self) -> None:
         """Forget the current generation (the next call starts a new one)."""
         self._prompt_len = None
-        self._last_len = -1
-        self._rows = {}
+        self._rows = OrderedDict()
         self._prompts = set()
 
-    def _replay(self, key: tuple[int, ...]) -> _Row:
-        self.stats["replayed"] += 1
-        row = _Row(Matcher(self.token_grammar), "live")
-        for token_id in key:
+    def _row(self, key: tuple[int, ...]) -> Row:
+        """The row of generated ids ``key``: a kept one, or its nearest kept ancestor advanced."""
+        row = self._rows.get(key)
+        if row is not None:
+            self._rows.move_to_end(key)
+            return row
+        cut = len(key) - 1
+        while cut > 0 and key[:cut] not in self._rows:
+            cut -= 1
+        if cut > 0:
+            row = self._rows[key[:cut]]
+        else:
+            row = Row((), Matcher(self.token_grammar), "live")
+        if cut < len(key) - 1:
+            self.stats["replayed"] += 1
+        for token_id in key[cut:]:
+            parent = row
             row = row.child(token_id)
+            if row.status != parent.status:
+                self.stats[row.status] += 1
+            self._keep(row)
         return row
 
-    def rows_for(self, input_ids: torch.Tensor) -> list[_Row]:
-        """The row of each line of ``input_ids`` (advancing the kept rows by one step)."""
+    def _keep(self, row: Row) -> None:
+        self._rows[row.ids] = row
+        if len(self._rows) > _KEPT_ROWS:
+            self._rows.popitem(last=False)
+
+    def rows_for(self, input_ids: torch.Tensor) -> list[Row]:
+        """The row of each line of ``input_ids``.
+
+        A call continues the current generation when every line starts with one of its prompts and is
+        at least that long — one more id (``generate``), several (assisted and speculative decoding
+        score each candidate position: lengths go up by one, then back to the first rejected one), or
+        beams reordered; otherwise it starts a new one, whose prompts are these lines.
+        """
         if input_ids.dim() != 2:
             raise SpecError("bad input_ids", f"shape {tuple(input_ids.shape)}", "a [rows, length] tensor")
         length = int(input_ids.shape[1])
-        rows = input_ids.tolist()
+        lines = [tuple(int(t) for t in r) for r in input_ids.tolist()]
         if (
             self._prompt_len is None
-            or length != self._last_len + 1
-            or any(tuple(r[: self._prompt_len]) not in self._prompts for r in rows)
+            or length < self._prompt_len
+            or any(r[: self._prompt_len] not in self._prompts for r in lines)
         ):
             self.reset()
             self._prompt_len = length
-            self._prompts = {tuple(r) for r in rows}
-        self._last_len = length
-        generated = [r[self._prompt_len :] for r in rows]
-        kept: dict[tuple[int, ...], _Row] = {}
-        out: list[_Row] = []
-        for ids in generated:
-            key = tuple(int(t) for t in ids)
-            row = kept.get(key)
-            if row is None:
-                parent = self._rows.get(key[:-1]) if key else None
-                if not key:
-                    row = _Row(Matcher(self.token_grammar), "live")
-                elif parent is not None:
-                    row = parent.child(key[-1])
-                    if row.status != parent.status:
-                        self.stats[row.status] += 1
-                else:
-                    row = self._replay(key)
-                kept[key] = row
-            out.append(row)
-        self._rows = kept
-        return out
+            self._prompts = set(lines)
+        return [self._row(r[self._prompt_len :]) for r in lines]
 
-    def bitmask(self, rows: Sequence[_Row], step: int) -> np.ndarray:
-        """int32 ``[len(rows), W]``: each live row's mask, EOS alone for ended and dead rows."""
+    def bitmask(self, rows: Sequence[Row]) -> np.ndarray:
+        """int32 ``[len(rows), W]``: each live row's mask (within the budget left, with
+        ``max_new_tokens``), EOS alone for ended and dead rows."""
         out = np.empty((len(rows), self.token_grammar.num_words), dtype=np.int32)
-        last_step = self.max_new_tokens is not None and step >= self.max_new_tokens - 1
         for r, row in enumerate(rows):
-            if row.status != "live" or (last_step and row.matcher.is_accepting()):
+            if row.status != "live":
                 out[r] = self._eos_mask
+            elif self.distances is not None and self.max_new_tokens is not None:
+                left = self.max_new_tokens - len(row.ids)
+                out[r] = self.distances.budget_mask(row.matcher.state, left) if left >= 1 else self._eos_mask
             else:
                 out[r] = row.matcher.mask()
         return out
@@ -359,11 +391,10 @@ class ReferenceLogitsProcessor(_Base):
                 f"[{input_ids.shape[0]}, vocabulary] like input_ids' rows",
             )
         rows = self.rows_for(input_ids)
-        step = int(input_ids.shape[1]) - (self._prompt_len or 0)
         masked = scores.clone()
-        apply_token_bitmask(masked, torch.from_numpy(self.bitmask(rows, step)))
+        apply_token_bitmask(masked, torch.from_numpy(self.bitmask(rows)))
         alive = (masked > float("-inf")).any(dim=1).tolist()
         for r, row in enumerate(rows):
             if row.status == "live" and not alive[r]:
-                raise NoValidToken(r, step, row.matcher.state.id)
+                raise NoValidToken(r, len(row.ids), row.matcher.state.id)
         return masked

@@ -35,6 +35,8 @@ from refdecoder import (  # noqa: E402
     VocabularyError,
     compile,
 )
+from refdecoder._budget import TokenDistances  # noqa: E402
+from refdecoder._tokens import unpack_mask  # noqa: E402
 from refdecoder.errors import SpecError  # noqa: E402
 from refdecoder.hf import ReferenceLogitsProcessor, vocabulary_from_tokenizer  # noqa: E402
 from tests._data import require_shared  # noqa: E402
@@ -230,13 +232,16 @@ def test_generate_gives_only_valid_outputs(
     assert processor.stats["calls"] >= 1
     if strategy == "greedy":  # the finite scores are exactly the reference's mask, step by step
         tg = TokenGrammar(compile(SPECS[kind]), processor.vocabulary)
+        budget = TokenDistances(tg)
         for row in range(len(rows)):
             m = Matcher(tg)
             for step, token in enumerate(out.sequences[row, 3:].tolist()):
                 finite = torch.nonzero(out.scores[step][row] > float("-inf")).flatten().tolist()
-                expected = m.allowed_ids() if not m.is_terminated() else processor.eos_token_ids
-                if m.is_accepting() and step == MAX_NEW - 1:
-                    expected = processor.eos_token_ids
+                expected = processor.eos_token_ids
+                if not m.is_terminated():
+                    allowed = budget.budget_mask(m.state, MAX_NEW - step)
+                    expected = unpack_mask(allowed, tg.vocab_size).tolist()
+                    assert set(expected) <= set(m.allowed_ids())
                 assert finite == expected, f"row {row} step {step}"
                 if not m.is_terminated():
                     assert m.accept(token).__class__.__name__ == "Accepted"
@@ -395,3 +400,48 @@ def test_max_new_tokens_stops_an_accepting_row_at_the_last_step() -> None:
     out = p(torch.tensor([[5, one, one]]), torch.zeros(1, vocab))
     assert finite_ids(out) == [p.eos_token_ids]  # the last step: it can stop, so it must
     assert np.array_equal(sorted(vocabulary.eos_ids), p.eos_token_ids)
+
+
+@pytest.mark.parametrize("sample", [False, True])
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_assisted_decoding_checks_every_candidate_position(kind: str, sample: bool) -> None:
+    """Speculative decoding in ``generate`` (an assistant model drafts, the model scores every drafted
+    position): the processor is called with lengths that go up by one, then back; each call's rows are
+    the candidates, and every output is valid and ends within ``max_new_tokens``."""
+    import tokenizers_matrix
+
+    vocabulary = tokenizers_matrix.get("bpe")
+    eos = min(vocabulary.eos_ids)
+    lengths: list[int] = []
+
+    class Recorded(ReferenceLogitsProcessor):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            lengths.append(int(input_ids.shape[1]))
+            out = super().__call__(input_ids, scores)
+            # the finite scores are the budget mask of the row these ids make, whatever the call order
+            for r, row in enumerate(self.rows_for(input_ids)):
+                finite = torch.nonzero(out[r] > float("-inf")).flatten().tolist()
+                assert finite == unpack_mask(self.bitmask([row])[0], len(vocabulary)).tolist()
+            return out
+
+    processor = Recorded(SPECS[kind], vocabulary, max_new_tokens=32)
+    model = tiny_llama(len(vocabulary), eos=eos, seed=7)
+    assistant = tiny_llama(len(vocabulary), eos=eos, seed=8)
+    prompt = torch.tensor([[5, 6, 7]])
+    torch.manual_seed(3)
+    out = model.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        logits_processor=[processor],
+        assistant_model=assistant,
+        max_new_tokens=32,
+        eos_token_id=eos,
+        pad_token_id=eos,
+        do_sample=sample,
+    )
+    for ids, ended in generated(out, 3, {eos}):
+        text = text_of(vocabulary, ids)
+        assert ended and valid(kind, text), text
+    assert any(b < a for a, b in zip(lengths, lengths[1:], strict=False)), (
+        "no call went back: no drafts scored"
+    )
