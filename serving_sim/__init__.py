@@ -3,7 +3,8 @@ catches them (docs/design.md §5).
 
 ``Engine`` runs requests (beams, ``n > 1``, speculation, preemption, streaming) over a model and a
 backend adapter; ``InvariantChecker`` watches its trace and replays every sequence on the
-reference; ``run_simulation`` drives a mixed workload and ``format_report`` prints its metrics and
+reference; a request may opt in to ``finish_within_max_tokens`` (the reference's exact token budget,
+``_budget``); ``run_simulation`` drives a mixed workload and ``format_report`` prints its metrics and
 violations (``maskcert simulate``). ``FAULTS`` names the bugs the suite must catch; the invariants
 are :data:`props.contract.findings.SIMULATION_INVARIANTS`.
 
@@ -32,7 +33,14 @@ from ._request import (
 )
 from ._simulate import SimulationReport, exit_code, format_report, run_simulation
 from ._trace import TraceEvent
-from ._workload import Arrival, candidate_specs, default_vocabularies, make_workload, permuted_vocabulary
+from ._workload import (
+    Arrival,
+    candidate_specs,
+    default_vocabularies,
+    make_workload,
+    permuted_vocabulary,
+    shortest_output,
+)
 
 __all__ = [
     "FAULTS",
@@ -78,6 +86,7 @@ __all__ = [
     "candidate_specs",
     "default_vocabularies",
     "permuted_vocabulary",
+    "shortest_output",
     "ServingError",
     "LifecycleError",
     "SnapshotMismatch",

@@ -1,8 +1,9 @@
 """Admission control: checks a request must pass before it is queued (docs/design.md §5).
 
 Cheap structural checks first (sizes, nesting depth, option counts, batch rows, option combinations);
-the compile-time budget is enforced by the compile cache (``compile_with_budget``). A refused request
-never takes a batch slot.
+the compile-time budget is enforced by the compile cache (``compile_with_budget``), and a
+``finish_within_max_tokens`` request's token budget by the reference (``_budget.BudgetCache.problem``:
+the spec's shortest output must fit ``max_tokens``). A refused request never takes a batch slot.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def admission_problem(
         return f"request needs {rows} batch rows; the engine has {max_rows}"
     if r.spec is not None and r.stop_ids:
         return "stop_ids with a spec: the grammar decides where a constrained output ends (use EOS)"
+    if r.spec is None and r.finish_within_max_tokens:
+        return "finish_within_max_tokens without a spec: only a constrained output has a shortest end"
     if r.spec is None:
         return None
     size = len(r.spec.canonical().encode())

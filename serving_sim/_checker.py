@@ -24,6 +24,11 @@ the common prefix and accepting the rest). Then, record by record:
   ``max_tokens`` tokens and never claims valid output; ``constraint_violation`` carries
   ``NO_VALID_TOKEN`` and no reference-allowed token had a finite logit there; ``cancelled`` only
   after a cancel. ``backend_error`` — an output finished ``error``.
+* ``budget`` — for a ``finish_within_max_tokens`` request, the checker's own token budget
+  (``_budget.BudgetCache``): admitted exactly when the spec's shortest output fits ``max_tokens``;
+  each mask is the backend replay's mask AND the reference's budget mask for the tokens left (a mask
+  that keeps tokens only the budget cuts is a ``budget`` violation); a verify passes only drafts
+  within each position's budget; no output finishes ``length``.
 * ``utf8`` — a constrained ``stop`` output is valid UTF-8; the concatenated stream deltas equal the
   final text (a delta that split a character shows as U+FFFD where the output has the character).
 * ``kv`` — the KV handle holds exactly the prompt and the sequence's ids at each position.
@@ -51,9 +56,11 @@ import refdecoder
 from props.contract.backend import Compiled
 from props.contract.findings import SIMULATION_INVARIANTS, SpecRef
 from props.corpus import CorpusError, validate_output
-from refdecoder import Accepted, Matcher, Spec, TokenGrammar
+from refdecoder import Accepted, Matcher, Spec, TokenBudgetError, TokenGrammar
 from refdecoder.bitmask import unpack_mask
+from refdecoder.grammar import State
 
+from ._budget import BudgetCache, BudgetOracle
 from ._request import Request
 from ._trace import (
     TraceAdmit,
@@ -150,6 +157,7 @@ class _Req:
     compiled: Any = None
     cancelled: bool = False
     deltas: dict[int, list[str]] = field(default_factory=dict)
+    budget: BudgetOracle | None = None  # finish_within_max_tokens: the checker's own token budget
 
 
 _ORIGIN_INVARIANT = {"fork": "fork", "resume": "resume", "speculative": "speculative"}
@@ -179,6 +187,8 @@ class InvariantChecker:
         self._evidence: dict[tuple[str, int], dict[tuple[int, ...], tuple[bool, str]]] = {}
         self._grammars: dict[tuple[str, str], TokenGrammar | None] = {}
         self._backend_grammars: dict[tuple[str, str, str], Any] = {}
+        self._budgets = BudgetCache()  # the checker's own, never the engine's
+        self._budget_walks: dict[tuple[str, int], tuple[tuple[int, ...], list[State]]] = {}
 
     # -- results ------------------------------------------------------------------------------------
     @property
@@ -244,16 +254,101 @@ class InvariantChecker:
         return self._backend_grammars[key]
 
     def _on_admit(self, e: TraceAdmit) -> None:
+        spec = e.request.spec
+        budget = self._admit_budget(e)
         if e.refused is not None:
             return
-        spec = e.request.spec
         tg = self._reference(spec, e.vocabulary) if spec is not None else None
-        req = _Req(e.request, e.vocabulary, tg)
+        req = _Req(e.request, e.vocabulary, tg, budget=budget)
         if spec is not None and e.backend is not None and getattr(e.backend, "name", "") != "reference":
             compiled = self._backend_grammar(e.backend, spec, e.vocabulary)
             if compiled is not None:
                 req.backend, req.compiled = e.backend, compiled
         self._reqs[(e.engine, e.request_id)] = req
+
+    def _admit_budget(self, e: TraceAdmit) -> BudgetOracle | None:
+        """For a ``finish_within_max_tokens`` request: the checker's own budget verdict against the
+        engine's admission decision; the oracle to check its masks with when admitted."""
+        r = e.request
+        if r.spec is None or not r.finish_within_max_tokens:
+            return None
+        if e.refused is not None and not e.refused.startswith("finish_within_max_tokens"):
+            return None  # refused for another reason first
+        verdict = self._budgets.problem(r.spec, e.vocabulary, r.max_tokens)
+        if e.refused is None and verdict is not None:
+            self._violate(
+                "budget",
+                e.engine,
+                e.request_id,
+                None,
+                None,
+                f"admitted with finish_within_max_tokens and max_tokens={r.max_tokens}, but the "
+                f"reference refuses it:\n    {verdict}",
+            )
+        elif e.refused is not None and verdict is None:
+            self._violate(
+                "budget",
+                e.engine,
+                e.request_id,
+                None,
+                None,
+                f"refused at admission ({e.refused}), but the reference says the spec's shortest output "
+                f"fits max_tokens={r.max_tokens}",
+            )
+        return self._budgets.oracle(r.spec, e.vocabulary) if verdict is None else None
+
+    def _budget_state(
+        self, engine: str, seq_id: int, budget: BudgetOracle, ids: Sequence[int]
+    ) -> State | None:
+        """The reference state after ``ids`` on the budget's grammar (None if it rejects one), kept per
+        sequence and extended from the longest common prefix."""
+        key = (engine, seq_id)
+        have, states = self._budget_walks.get(key, ((), [budget.start()]))
+        n = 0
+        while n < min(len(have), len(ids)) and have[n] == ids[n]:
+            n += 1
+        states = states[: n + 1]
+        for tok in ids[n:]:
+            nxt = budget.advance(states[-1], tok)
+            if nxt is None:
+                return None
+            states.append(nxt)
+        self._budget_walks[key] = (tuple(int(t) for t in ids), states)
+        return states[-1]
+
+    def _budget_mask(self, engine: str, seq_id: int, req: _Req, ids: Sequence[int]) -> np.ndarray | None:
+        """The reference's budget mask after ``ids`` (None without a budget, or where it is undecided)."""
+        if req.budget is None:
+            return None
+        state = self._budget_state(engine, seq_id, req.budget, ids)
+        if state is None:
+            return None
+        try:
+            return req.budget.mask(state, req.request.max_tokens - len(ids))
+        except TokenBudgetError:
+            self.checked["budget_undecided"] += 1
+            return None
+
+    def _budget_prefix(self, e: TraceSpec, req: _Req, valid: int) -> int | None:
+        """How many of the ``valid`` grammar-valid leading drafts are each in their position's budget
+        mask (None without a budget, or where it is undecided)."""
+        if req.budget is None:
+            return None
+        state = self._budget_state(e.engine, e.seq_id, req.budget, e.ids_before)
+        n = 0
+        for i, tok in enumerate(e.draft[:valid]):
+            if state is None:
+                return None
+            try:
+                row = req.budget.mask(state, req.request.max_tokens - len(e.ids_before) - i)
+            except TokenBudgetError:
+                self.checked["budget_undecided"] += 1
+                return None
+            if not (int(row[tok >> 5]) >> (tok & 31)) & 1:
+                break
+            state = req.budget.advance(state, tok)
+            n += 1
+        return n
 
     def _on_compile(self, e: TraceCompile) -> None:
         self.checked["compiles"] += 1
@@ -330,26 +425,30 @@ class InvariantChecker:
         own_mask = own.mask(e.ids) if own is not ref else ref_mask
         if ref_mask is None or own_mask is None:
             return  # the backend's replay rejects an earlier token: reported when it was taken
-        own_ids = unpack_mask(own_mask, vocab_size)
-        has = bool(finite[own_ids].any()) if own_ids.size else False
+        budget = self._budget_mask(e.engine, e.seq_id, req, e.ids)
+        want = own_mask if budget is None else own_mask & budget
+        want_ids = unpack_mask(want, vocab_size)
+        has = bool(finite[want_ids].any()) if want_ids.size else False
         self._remember(e, has, own.state_id())
         eos = np.asarray(sorted(req.vocabulary.eos_ids))
         engine_mask = np.asarray(e.mask, dtype=np.int32)
-        if not np.array_equal(engine_mask, own_mask):
-            extra, missing = _diff(engine_mask, own_mask, vocab_size)
-            if np.isin(extra, eos).all() and np.isin(missing, eos).all():
-                inv = "eos"
+        if not np.array_equal(engine_mask, want):
+            extra, missing = _diff(engine_mask, want, vocab_size)
+            cut = unpack_mask(own_mask, vocab_size)  # the tokens the grammar allows here
+            if budget is not None and not missing.size and np.isin(extra, cut).all():
+                # Only tokens the grammar allows but the budget cuts: finish_within_max_tokens ignored.
+                inv = "budget"
+                message = _budget_message(req, e, own.state_id(), extra)
             else:
-                inv = _ORIGIN_INVARIANT.get(e.origin) or ("soundness" if extra.size else "completeness")
-            who = "reference" if own is ref else f"{getattr(req.backend, 'name', 'backend')} replay"
-            self._violate(
-                inv,
-                e.engine,
-                e.request_id,
-                e.seq_id,
-                e.step,
-                _mask_message(req.vocabulary, e, own.state_id(), extra, missing, "engine", who),
-            )
+                if np.isin(extra, eos).all() and np.isin(missing, eos).all():
+                    inv = "eos"
+                else:
+                    inv = _ORIGIN_INVARIANT.get(e.origin) or ("soundness" if extra.size else "completeness")
+                who = "reference" if own is ref else f"{getattr(req.backend, 'name', 'backend')} replay"
+                if budget is not None:
+                    who += " within the token budget"
+                message = _mask_message(req.vocabulary, e, own.state_id(), extra, missing, "engine", who)
+            self._violate(inv, e.engine, e.request_id, e.seq_id, e.step, message)
         elif own is not ref and not np.array_equal(own_mask, ref_mask):
             extra, missing = _diff(own_mask, ref_mask, vocab_size)
             if np.isin(extra, eos).all() and np.isin(missing, eos).all():
@@ -457,7 +556,21 @@ class InvariantChecker:
         expected = own.validate(e.ids_before, e.draft)
         if expected is None:
             return
-        if e.grammar_ok != expected:
+        within = self._budget_prefix(e, req, expected)
+        if within is not None and within < e.grammar_ok <= expected:
+            self._violate(
+                "budget",
+                e.engine,
+                e.request_id,
+                e.seq_id,
+                e.step,
+                f"finish_within_max_tokens: verify of draft {list(e.draft)} after {len(e.ids_before)} "
+                f"tokens (max_tokens={req.request.max_tokens})\n"
+                f"    engine:           {e.grammar_ok} grammar-valid\n"
+                f"    reference budget: {within} (draft {within} cannot end in time)",
+            )
+        elif e.grammar_ok != (expected if within is None else within):
+            budgeted = "" if within is None else f", {within} within the token budget"
             self._violate(
                 "speculative",
                 e.engine,
@@ -466,7 +579,7 @@ class InvariantChecker:
                 e.step,
                 f"verify of draft {list(e.draft)} after {len(e.ids_before)} tokens\n"
                 f"    engine:       {e.grammar_ok} grammar-valid\n"
-                f"    fresh replay: {expected} grammar-valid (longest valid prefix)",
+                f"    fresh replay: {expected} grammar-valid (longest valid prefix{budgeted})",
             )
         if e.accepted > e.grammar_ok:
             self._violate(
@@ -525,6 +638,12 @@ class InvariantChecker:
             if r.spec is not None:
                 self._check_output(e, req, ids, bad)
         elif reason == "length":
+            if req.budget is not None:
+                bad(
+                    "budget",
+                    f"finish_within_max_tokens: reached max_tokens={r.max_tokens} without EOS, though the "
+                    "spec's shortest output fits: every output must end with stop and valid output",
+                )
             if len(ids) != r.max_tokens:
                 bad("finish_reason", f"reported length with {len(ids)} tokens, max_tokens={r.max_tokens}")
             if last is not None and last in v.eos_ids:
@@ -610,6 +729,18 @@ def _mask_message(
             lines.append(f"    {left + ':':<{width}} {lv}")
             lines.append(f"    {right + ':':<{width}} {rv}")
     return "\n".join(lines)
+
+
+def _budget_message(req: _Req, e: TraceMask, state: str, extra: np.ndarray) -> str:
+    max_tokens = req.request.max_tokens
+    left = max_tokens - len(e.ids)
+    return (
+        f"finish_within_max_tokens: the mask after {len(e.ids)} tokens (state {state}, origin "
+        f"{e.origin}) keeps {extra.size} tokens after which the output cannot end within the {left} "
+        f"tokens left of max_tokens={max_tokens}, first {_tok(req.vocabulary, int(extra[0]))}\n"
+        f"    engine:           allowed\n"
+        f"    reference budget: forbidden (the grammar allows it, but the output cannot end in time)"
+    )
 
 
 def _tok(vocabulary: Any, token_id: int) -> str:

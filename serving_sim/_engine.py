@@ -24,6 +24,14 @@ compile cache) and waits in a queue. Each :meth:`Engine.step`:
    own mask is a backend failure: finish ``error``), finish checks (EOS -> ``stop``; ``max_tokens``
    -> ``length``, never a valid output), and UTF-8 stream deltas that never split a character.
 
+A request with ``finish_within_max_tokens`` also carries, per sequence, the reference's grammar state
+(``_Seq.budget_state``, a value) next to the backend matcher, and every mask of step 2 — the
+speculative walk's masks at each drafted position and the draft's guide included — is the
+backend's mask AND the reference's budget mask for the tokens left (``_budget``). The state moves in
+lock-step with the matcher: copied on fork and beam reorder, advanced on each accepted token (an id
+the backend accepted and the reference rejects is a backend failure: finish ``error``), walked
+along drafts and put back at the accepted position after a verify, replayed on resume.
+
 Every action is reported to the observers as a trace record (``_trace``); the invariant checker is
 one such observer. Faults (``_faults``) are single ``if self._fault(NAME)`` branches next to the code
 they corrupt.
@@ -43,11 +51,13 @@ import numpy as np
 import torch
 
 from props.contract.backend import Backend, Refused
-from refdecoder import Accepted
+from refdecoder import Accepted, TokenBudgetError
 from refdecoder.errors import NoValidToken
+from refdecoder.grammar import State
 from refdecoder.sampler import SamplingParams, apply_token_bitmask, sample
 
 from ._admission import AdmissionLimits, admission_problem
+from ._budget import BudgetCache, BudgetOracle
 from ._caches import CacheEntry, CompileCache, MatcherSnapshot, PrefixCache
 from ._errors import SnapshotMismatch
 from ._faults import check_faults
@@ -111,6 +121,7 @@ class _Seq:
     origin: str = "new"
     snapshot: MatcherSnapshot | None = None
     t_last: float | None = None
+    budget_state: State | None = None  # the reference's state (finish_within_max_tokens only)
 
 
 @dataclass(eq=False)
@@ -121,6 +132,7 @@ class _Live:
     entry: CacheEntry | None
     t_submit: float
     step_submitted: int
+    budget: BudgetOracle | None = None  # finish_within_max_tokens: the reference's token budget
     seqs: list[_Seq] = field(default_factory=list)
     hypotheses: list[tuple[_Seq, Completion]] = field(default_factory=list)  # beam search
     started: bool = False
@@ -141,6 +153,10 @@ class _Live:
 def _mix(*parts: Any) -> int:
     h = hashlib.blake2b(repr(parts).encode(), digest_size=8)
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1)
+
+
+def _has_bit(row: np.ndarray, token_id: int) -> bool:
+    return bool((int(row[token_id >> 5]) >> (token_id & 31)) & 1)
 
 
 def _popcount(row: np.ndarray, vocab_size: int) -> int:
@@ -189,6 +205,7 @@ class Engine:
         for e in self.eos_ids:
             self._eos_bits[e // 32] |= np.int32(np.uint32(1 << (e % 32)).view(np.int32))
         self.metrics = Metrics()
+        self.budgets = BudgetCache()
         self.step_no = 0
         self._queue: deque[_Live] = deque()
         self._running: list[_Live] = []
@@ -234,6 +251,11 @@ class Engine:
                         ms,
                     )
                 )
+        budget: BudgetOracle | None = None
+        if problem is None and request.spec is not None and request.finish_within_max_tokens:
+            problem = self.budgets.problem(request.spec, self.vocabulary, request.max_tokens)
+            if problem is None:
+                budget = self.budgets.oracle(request.spec, self.vocabulary)
         self._emit(TraceAdmit(self.name, rid, request, self.vocabulary, problem, self.backend))
         if problem is not None:
             handle.status = transition(rid, handle.status, Event.REFUSE)
@@ -244,7 +266,7 @@ class Engine:
         params = request.params
         if params.seed is None:
             params = replace(params, seed=_mix(self.config.seed, rid))
-        live = _Live(handle, request, params, entry, time.perf_counter(), self.step_no)
+        live = _Live(handle, request, params, entry, time.perf_counter(), self.step_no, budget)
         handle.status = transition(rid, handle.status, Event.ADMIT)
         self._live[rid] = live
         self._queue.append(live)
@@ -362,7 +384,9 @@ class Engine:
                 slot if (slot is not None and self._fault("beam_reorder_without_matcher_reorder")) else parent
             )
             matcher = source.matcher.fork() if source.matcher is not None else None
-        return self._new_seq(index, list(parent.ids), kv, parent.score, matcher, "fork")
+        child = self._new_seq(index, list(parent.ids), kv, parent.score, matcher, "fork")
+        child.budget_state = parent.budget_state  # a value: forking is assignment
+        return child
 
     def _generator(self, live: _Live, seq: _Seq, salt: str) -> torch.Generator:
         g = torch.Generator(device="cpu")
@@ -381,7 +405,9 @@ class Engine:
             have = len(ctx) - 1
         return ctx[have:]
 
-    def _mask_row(self, seq: _Seq) -> np.ndarray:
+    def _mask_row(self, live: _Live, seq: _Seq, drafted: int = 0) -> np.ndarray:
+        """The row ``seq`` samples under, ``drafted`` tokens past its ids (the speculative walk): the
+        matcher's mask, AND the budget mask for the tokens left under ``finish_within_max_tokens``."""
         if seq.matcher is None:
             return self._ones
         try:
@@ -390,9 +416,37 @@ class Engine:
             raise _BackendFailure(f"mask() raised {e!r}") from e
         if row.shape != (self.num_words,):
             raise _BackendFailure(f"mask has shape {row.shape}, expected ({self.num_words},) int32 words")
+        budget = self._budget_bits(live, seq.budget_state, len(seq.ids) + drafted)
+        if budget is not None:
+            row = row & budget
         if self._fault("eos_always_allowed"):
             row = row | self._eos_bits
         return row
+
+    def _budget_bits(self, live: _Live, state: State | None, length: int) -> np.ndarray | None:
+        """The reference's budget mask after ``length`` generated tokens in ``state`` (None without a
+        budget); a budget the reference cannot decide in bound is a failure of the sequence."""
+        if live.budget is None or state is None:
+            return None
+        if self._fault("budget_ignored"):
+            return None
+        try:
+            return live.budget.mask(state, live.request.max_tokens - length)
+        except TokenBudgetError as e:
+            raise _BackendFailure(f"finish_within_max_tokens: {e}") from e
+
+    def _advance_budget(self, live: _Live, seq: _Seq, tok: int) -> None:
+        """Move the reference state over ``tok``, which the backend matcher accepted; the reference
+        rejecting it is the backend's defect, raised as a backend failure."""
+        if live.budget is None or seq.budget_state is None:
+            return
+        nxt, reason = live.budget.check(seq.budget_state, tok)
+        if nxt is None:
+            raise _BackendFailure(
+                f"backend accepted token {self.vocabulary.token_repr(tok)} that the reference rejects "
+                f"({reason}); finish_within_max_tokens cannot track the reference state"
+            )
+        seq.budget_state = nxt
 
     def _state_id(self, seq: _Seq) -> str | None:
         m = seq.matcher
@@ -444,6 +498,8 @@ class Engine:
                 self._finish_seq(live, first, "error", error=f"backend matcher() raised {e!r}")
                 return
         first = self._new_seq(0, [], kv, 0.0, matcher, "new")
+        if live.budget is not None and matcher is not None:
+            first.budget_state = live.budget.start()
         live.seqs = [first] + [self._fork(first, i) for i in range(1, live.request.n)]
         live.started = True
 
@@ -456,6 +512,7 @@ class Engine:
                 seq.snapshot = MatcherSnapshot.take(seq.matcher, live.entry, len(seq.ids))
             seq.kv = None
             seq.matcher = None
+            seq.budget_state = None
         self._running.remove(live)
         self._queue.appendleft(live)
         self.metrics.preemptions += 1
@@ -472,8 +529,21 @@ class Engine:
                 continue
             try:
                 seq.matcher = self._restore_matcher(live, seq)
+                seq.budget_state = self._restore_budget(live, seq)
             except (_BackendFailure, SnapshotMismatch) as e:
                 self._finish_seq(live, seq, "error", error=f"resume failed: {e}")
+
+    def _restore_budget(self, live: _Live, seq: _Seq) -> State | None:
+        """The reference state of a resumed sequence, by replaying its generated ids."""
+        if live.budget is None:
+            return None
+        state, bad = live.budget.replay(seq.ids)
+        if bad is not None:
+            raise _BackendFailure(
+                f"the reference rejects generated token {bad} ({seq.ids[bad]}) on replay for "
+                "finish_within_max_tokens"
+            )
+        return state
 
     def _restore_matcher(self, live: _Live, seq: _Seq) -> Any:
         entry = live.entry
@@ -502,7 +572,7 @@ class Engine:
         rows: list[tuple[_Live, _Seq, np.ndarray]] = []
         for live, seq in batch:
             try:
-                rows.append((live, seq, self._mask_row(seq)))
+                rows.append((live, seq, self._mask_row(live, seq)))
             except _BackendFailure as e:
                 self._finish_seq(live, seq, "error", error=str(e))
         t1 = time.perf_counter()
@@ -661,13 +731,15 @@ class Engine:
             return p
         return torch.softmax(x / params.temperature, dim=-1)
 
-    def _guide(self, seq: _Seq) -> Any:
-        """Grammar masks for the draft, from a fork of the sequence's matcher (None: unconstrained)."""
+    def _guide(self, live: _Live, seq: _Seq) -> Any:
+        """Grammar masks for the draft, from a fork of the sequence's matcher (None: unconstrained),
+        within the token budget at each drafted position under ``finish_within_max_tokens``."""
         if seq.matcher is None:
             return None
         fork = seq.matcher.fork()
         walked: list[int] = []
         alive = [True]
+        state = [seq.budget_state]
 
         def guide(drafted: Sequence[int]) -> np.ndarray | None:
             try:
@@ -675,7 +747,13 @@ class Engine:
                     tok = int(drafted[len(walked)])
                     walked.append(tok)
                     alive[0] = isinstance(fork.accept(tok), Accepted)
-                return np.asarray(fork.mask(), dtype=np.int32) if alive[0] else None
+                    if live.budget is not None and state[0] is not None:
+                        state[0] = live.budget.advance(state[0], tok)
+                if not alive[0]:
+                    return None
+                row = np.asarray(fork.mask(), dtype=np.int32)
+                budget = self._budget_bits(live, state[0], len(seq.ids) + len(walked))
+                return row if budget is None else row & budget
             except Exception:  # noqa: BLE001 - the draft then runs unconstrained; verify still checks
                 alive[0] = False
                 return None
@@ -691,7 +769,7 @@ class Engine:
         gen = self._generator(live, seq, "speculate")
         ctx = self._context(live, seq)
         drafts, q = (
-            self.draft.propose(ctx, k, live.params, gen, self._guide(seq))
+            self.draft.propose(ctx, k, live.params, gen, self._guide(live, seq))
             if k
             else ([], torch.zeros((0, self.vocab_size)))
         )
@@ -703,7 +781,7 @@ class Engine:
         ids_before = tuple(seq.ids)
         check = seq.matcher is not None and not self._fault("spec_accept_without_grammar")
         try:
-            masks, walked = self._walk_drafts(live, seq, drafts, k, logits, base, check)
+            masks, walked, states = self._walk_drafts(live, seq, drafts, k, logits, base, check)
         except _BackendFailure as e:
             self._finish_seq(live, seq, "error", error=str(e))
             return (time.perf_counter() - t2) * 1000, (t2 - t0) * 1000, 0.0
@@ -719,6 +797,7 @@ class Engine:
             except _BackendFailure as e:
                 self._finish_seq(live, seq, "error", error=str(e))
                 return (t1 - t0 + time.perf_counter() - t2) * 1000, (t2 - t1) * 1000, 0.0
+            seq.budget_state = states[accepted]  # the reference's rollback: a state is a value
         self._emit(
             TraceSpec(
                 self.name,
@@ -740,16 +819,19 @@ class Engine:
 
     def _walk_drafts(
         self, live: _Live, seq: _Seq, drafts: list[int], k: int, logits: torch.Tensor, base: int, check: bool
-    ) -> tuple[list[np.ndarray], int]:
+    ) -> tuple[list[np.ndarray], int, list[State | None]]:
         """The verify's grammar walk: trace the mask at each of the ``k + 1`` positions and accept the
         drafts into the matcher in order until it rejects one (without ``check``: all-ones masks, no
-        walk). ``(the masks, how many drafts were walked)``; a backend failure raises."""
+        walk). Under ``finish_within_max_tokens`` a draft outside its position's budgeted mask ends the
+        walk too, and the reference state walks along. ``(the masks, how many drafts were walked, the
+        reference state at each walked position)``; a backend failure raises."""
         assert seq.kv is not None
         ids_before = tuple(seq.ids)
         masks: list[np.ndarray] = []
+        states: list[State | None] = [seq.budget_state]
         walked = 0
         for i in range(k + 1):
-            row = self._mask_row(seq) if check else self._ones
+            row = self._mask_row(live, seq, i) if check else self._ones
             masks.append(row)
             origin = seq.origin if i == 0 and seq.origin in ("new", "fork", "resume") else "speculative"
             self._trace_mask(
@@ -763,10 +845,14 @@ class Engine:
             )
             if i == k or not check:
                 continue
+            if seq.budget_state is not None and not _has_bit(row, drafts[i]):
+                break  # allowed by the grammar, maybe, but the output could not end in time after it
             if not isinstance(self._accept_into(seq, drafts[i]), Accepted):
                 break
+            self._advance_budget(live, seq, drafts[i])
+            states.append(seq.budget_state)
             walked += 1
-        return masks, walked
+        return masks, walked, states
 
     def _accept_by_probability(
         self,
@@ -880,7 +966,9 @@ class Engine:
         ids_before = tuple(seq.ids)
         ok: bool | None = None
         reason = ""
+        budget_failure = ""
         if seq.matcher is not None:
+            walked = verdict is not None  # the speculative walk already moved matcher and budget state
             if verdict is None:
                 try:
                     verdict = self._accept_into(seq, tok)
@@ -890,6 +978,11 @@ class Engine:
             ok = isinstance(verdict, Accepted)
             if not ok and not reason:
                 reason = str(getattr(verdict, "reason", verdict))
+            if ok and not walked:
+                try:
+                    self._advance_budget(live, seq, tok)
+                except _BackendFailure as e:
+                    budget_failure = str(e)
         self._emit(
             TraceToken(
                 self.name, live.rid, seq.seq_id, self.step_no, ids_before, tok, how, ok, reason, seq.origin
@@ -902,6 +995,9 @@ class Engine:
                 "error",
                 error=f"backend rejected token {self.vocabulary.token_repr(tok)} it had allowed: {reason}",
             )
+            return
+        if budget_failure:
+            self._finish_seq(live, seq, "error", error=budget_failure)
             return
         seq.ids.append(tok)
         self.metrics.tokens += 1
@@ -968,6 +1064,7 @@ class Engine:
             live.seqs.remove(seq)
         seq.kv = None
         seq.matcher = None
+        seq.budget_state = None
         if live.beam:  # a hypothesis: _close ranks them and publishes the best beam_width
             live.hypotheses.append((seq, completion))
             return

@@ -32,6 +32,9 @@ FAULTS: dict[str, str] = {
     "stream_split_char": "stream deltas decode each token on its own, splitting multi-byte characters",
     "spec_rollback_off_by_one": "after a speculative rejection the matcher rolls back one token too few",
     "beam_kv_not_forked": "beams forked from one parent share its KV handle instead of forking it",
+    "budget_ignored": (
+        "finish_within_max_tokens is ignored: masks keep tokens after which the output cannot end in time"
+    ),
 }
 
 

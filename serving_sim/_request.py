@@ -34,6 +34,12 @@ class Request:
     beam search (which returns ``beam_width`` outputs). ``speculative`` k > 0 drafts k tokens per
     step. ``stop_ids`` end an unconstrained output (a constrained one ends when its grammar lets EOS
     through). ``stream`` asks for :class:`Delta` events as tokens arrive.
+
+    ``finish_within_max_tokens`` (constrained requests only; opt-in) makes every output end with EOS
+    within ``max_tokens``: each step's mask also drops the tokens after which the spec can no longer
+    be finished in the tokens left (the reference's exact token budget, ``serving_sim._budget``), so
+    an output never finishes ``length``. A spec whose shortest output does not fit ``max_tokens``,
+    or whose grammar the budget refuses (key or value memory), is refused at admission.
     """
 
     prompt: tuple[int, ...]
@@ -46,6 +52,7 @@ class Request:
     stream: bool = False
     speculative: int = 0
     request_id: str = ""
+    finish_within_max_tokens: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt", tuple(int(t) for t in self.prompt))

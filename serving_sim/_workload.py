@@ -2,8 +2,9 @@
 
 A workload always opens with a fixed *coverage* block — one request per serving feature the faults
 live in (beams, ``n > 1``, speculation, a stream of multi-byte text, a tiny ``max_tokens``, an explicit
-preemption, a cancellation, the same spec on both vocabularies, a refused request) — followed by
-random requests that mix them.
+preemption, a cancellation, the same spec on both vocabularies, a refused request, and
+``finish_within_max_tokens`` requests with ``max_tokens`` at or just above their spec's shortest
+output, one of them too short to fit) — followed by random requests that mix them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "permuted_vocabulary",
     "default_vocabularies",
     "make_workload",
+    "shortest_output",
 ]
 
 
@@ -182,6 +184,24 @@ def make_workload(
         # refused at admission: more rows than the engine has
         Arrival(2, 0, Request(prompt(0), pick(Choice), hot, n=99)),
     ]
+    # finish_within_max_tokens, with max_tokens at or just above the spec's shortest output: greedy,
+    # sampled n=2 (preempted), beams, speculative (on both vocabularies), and one that does not fit
+    # (refused at admission).
+    budgeted: list[tuple[int, int, type, SamplingParams, dict[str, Any], int, int | None]] = [
+        (0, 0, JsonSchema, greedy, {}, 0, None),
+        (1, 0, Regex, hot, {"n": 2, "stream": True}, 1, 1),
+        (2, 0, Choice, greedy, {"beam_width": 2}, 1, None),
+        (1, 0, JsonSchema, hot, {"speculative": 3}, 2, None),
+        (2, last, Regex, hot, {"speculative": 2}, 0, None),
+        (3, 0, JsonSchema, hot, {}, -1, None),
+    ]
+    for at, e, kind, params, options, slack, preempt in budgeted:
+        fit = _fitting(specs, kind, vocabularies[e], mt)
+        if fit is None or fit[1] + slack < 1:
+            continue
+        limit = min(mt, fit[1] + slack)
+        req = Request(prompt(e), fit[0], params, max_tokens=limit, finish_within_max_tokens=True, **options)
+        cover.append(Arrival(at, e, req, preempt_after=preempt))
     out: list[Arrival] = list(cover)
     for _ in range(max(0, count - len(cover))):
         step = rng.randint(0, max(1, count // 2))
@@ -215,6 +235,34 @@ def make_workload(
         out.append(Arrival(step, eng, req, cancel, preempt))
     out.sort(key=lambda a: a.step)
     return out
+
+
+_SHORTEST: dict[tuple[str, str, int], int | None] = {}
+
+
+def shortest_output(spec: Spec, vocabulary: Any, cap: int) -> int | None:
+    """The fewest tokens (EOS included) ``spec``'s shortest output takes in ``vocabulary``, when at most
+    ``cap`` and the token budget supports its grammar (no key or value memory); else None."""
+    key = (spec.canonical(), str(vocabulary.fingerprint), cap)
+    if key not in _SHORTEST:
+        if len(_SHORTEST) > 512:
+            _SHORTEST.clear()
+        try:
+            tg = refdecoder.TokenGrammar(refdecoder.compile(spec), vocabulary)
+            _SHORTEST[key] = refdecoder.budget_distances(tg, cap).distance(tg.initial(), cap)
+        except Exception:  # noqa: BLE001 - does not fit, refused by the budget, or not compilable here
+            _SHORTEST[key] = None
+    return _SHORTEST[key]
+
+
+def _fitting(specs: Sequence[Spec], kind: type, vocabulary: Any, cap: int) -> tuple[Spec, int] | None:
+    """The first spec of ``kind`` whose shortest output fits ``cap`` tokens, with that length."""
+    for spec in specs:
+        if isinstance(spec, kind):
+            need = shortest_output(spec, vocabulary, cap)
+            if need is not None:
+                return spec, need
+    return None
 
 
 def _non_ascii(spec: Spec) -> bool:

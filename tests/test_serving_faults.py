@@ -26,6 +26,7 @@ CAUGHT_BY = {
     "stream_split_char": "utf8",
     "spec_rollback_off_by_one": "rollback",
     "beam_kv_not_forked": "kv",
+    "budget_ignored": "budget",
 }
 
 REQUESTS = 14  # the coverage block plus a few random requests: about a second a run

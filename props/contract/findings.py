@@ -181,6 +181,10 @@ SIMULATION_INVARIANTS: dict[str, str] = {
     "kv": "KV handles hold exactly each sequence's tokens",
     "isolation": "the compile cache never serves a grammar compiled for another vocabulary",
     "backend_error": "no output finishes with a backend error",
+    "budget": (
+        "a finish_within_max_tokens request keeps only tokens that can still end in time, never finishes "
+        "length, and is admitted exactly when its spec's shortest output fits"
+    ),
     "backend:soundness": "(third-party backends) the backend's own replay allows nothing the reference forbids",
     "backend:completeness": "(third-party backends) the backend's own replay allows all the reference allows",
     "backend:eos": "(third-party backends) the backend offers EOS exactly where the reference does",
@@ -199,6 +203,7 @@ SIMULATION_FINDING: dict[str, Invariant] = {
     "kv": Invariant.FORK,
     "isolation": Invariant.DETERMINISM,
     "backend_error": Invariant.CRASH,
+    "budget": Invariant.LIVENESS,
     "backend:soundness": Invariant.SOUNDNESS,
     "backend:completeness": Invariant.COMPLETENESS_TOKEN,
     "backend:eos": Invariant.EOS,
