@@ -50,7 +50,7 @@ import numpy as np
 
 from ._ir import Lex, receives
 from ._parser import State
-from ._tokens import _DEAD, _UNKNOWN, TERMINATED, TokenGrammar, pack_ids
+from ._tokens import TERMINATED, TokenGrammar, pack_ids
 from .errors import TokenBudgetError, Unsupported
 from .grammar import Grammar
 
@@ -178,28 +178,12 @@ class TokenDistances:
             return []
         tg = self.tg
         tg._maybe_reset()
-        trie = tg.trie
-        labels, depths, skips, ends = trie.label_l, trie.depth_l, trie.skip_l, trie.ends_l
-        rows = tg._rows
-        fill = tg._fill
-        st = [tg._intern(state)] * (trie.max_depth + 1)
+        reached: list[int] = []
+        ends = tg._walk(tg._intern(state), None, reached)
         groups: dict[int, list[int]] = {}
-        i = 0
-        end = trie.num_nodes
-        while i < end:
-            d = depths[i]
-            b = labels[i]
-            p = st[d - 1]
-            n = rows[p][b]
-            if n == _UNKNOWN:
-                n = fill(p, b)
-            if n == _DEAD:
-                i = skips[i]
-                continue
-            st[d] = n
-            if ends[i]:
-                groups.setdefault(n, []).append(i)
-            i += 1
+        for node, sid in zip(ends, reached, strict=True):
+            groups.setdefault(sid, []).append(node)
+        trie = tg.trie
         states = tg._states
         return [
             (states[sid], trie.ids_at(np.asarray(nodes, dtype=np.int64))) for sid, nodes in groups.items()

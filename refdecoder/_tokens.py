@@ -735,8 +735,11 @@ class TokenGrammar:
             out.append(top)
         return out
 
-    def _walk(self, root_sid: int, intervals: list[tuple[int, int]] | None) -> list[int]:
-        """Preorder trie walk from ``root_sid``; the token-ending nodes whose prefix stays viable.
+    def _walk(
+        self, root_sid: int, intervals: list[tuple[int, int]] | None, reached: list[int] | None = None
+    ) -> list[int]:
+        """Preorder trie walk from ``root_sid``; the token-ending nodes whose prefix stays viable (with
+        ``reached``, the interned state each of them leads to is appended to it, in the same order).
 
         With ``intervals`` (sorted, disjoint preorder ranges that include every needed ancestor) only
         those ranges are visited; a dead node still skips its whole subtree across ranges.
@@ -767,6 +770,8 @@ class TokenGrammar:
                 st[d] = n
                 if ends[i]:
                     out.append(i)
+                    if reached is not None:
+                        reached.append(n)
                 i += 1
         self._stats["walked_nodes"] += visited
         return out

@@ -77,21 +77,27 @@ def walk(tg: TokenGrammar, picks: list[int]) -> refdecoder.State:
 
 
 def expected_mask(tg: TokenGrammar, state: refdecoder.State, left: int) -> np.ndarray:
-    ids = [
-        t
-        for t in tg.allowed_ids(state)
-        if (d := bfs_distance(tg, tg.advance(state, t), left - 1)) is not None  # type: ignore[arg-type]
-        and 1 + d <= left
-    ]
+    """Each allowed token whose successor ends within ``left - 1`` tokens by breadth-first search (one
+    search per distinct successor state)."""
+    distance: dict[refdecoder.State, int | None] = {}
+    ids = []
+    for t in tg.allowed_ids(state):
+        nxt = tg.advance(state, t)
+        assert nxt is not None
+        if nxt not in distance:
+            distance[nxt] = bfs_distance(tg, nxt, left - 1)
+        d = distance[nxt]
+        if d is not None and 1 + d <= left:
+            ids.append(t)
     return pack_ids(ids, tg.vocab_size)
 
 
 # Breadth-first search over token paths grows as (allowed tokens) ** depth: deep on the byte vocabulary,
 # shallow on the BPE one.
-DEPTH = {"byte": 4, "bpe": 3}
+DEPTH = {"byte": 3, "bpe": 2}
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
     st.integers(0, len(SPECS) - 1),
     st.sampled_from(sorted(DEPTH)),
