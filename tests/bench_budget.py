@@ -12,8 +12,6 @@ the budgeted / plain ratio is the figure to read.
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from typing import Any
 
@@ -22,13 +20,13 @@ import torch
 
 pytest.importorskip("transformers")
 
-import jsonschema  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from refdecoder import JsonProfile, JsonSchema, Regex, Spec  # noqa: E402
 from refdecoder.hf import ReferenceLogitsProcessor  # noqa: E402
 from tests._data import require_shared  # noqa: E402
 from tests.test_hf import generated, text_of, tiny_llama  # noqa: E402
+from tests.test_hf import valid as hf_valid  # noqa: E402
 
 MAX_NEW = 40
 SCHEMA: dict[str, Any] = {
@@ -51,13 +49,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 
 
 def valid(kind: str, text: str) -> bool:
-    if kind == "regex":
-        return re.fullmatch(PATTERN, text) is not None
-    try:
-        jsonschema.validate(json.loads(text), SCHEMA)
-    except (ValueError, jsonschema.ValidationError):
-        return False
-    return True
+    return hf_valid(kind, text, SCHEMA, PATTERN)
 
 
 @pytest.fixture(scope="module")

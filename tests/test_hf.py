@@ -70,11 +70,12 @@ MAX_NEW = 64
 # (``730000e-4`` is 73), so a random model may never stop writing one.
 
 
-def valid(kind: str, text: str) -> bool:
+def valid(kind: str, text: str, schema: dict[str, Any] = SCHEMA, pattern: str = PATTERN) -> bool:
+    """``text`` checked independently: ``re.fullmatch`` for a regex, ``jsonschema`` for JSON."""
     if kind == "regex":
-        return re.fullmatch(PATTERN, text) is not None
+        return re.fullmatch(pattern, text) is not None
     try:
-        jsonschema.validate(json.loads(text), SCHEMA)
+        jsonschema.validate(json.loads(text), schema)
     except (ValueError, jsonschema.ValidationError):
         return False
     return True
