@@ -133,10 +133,108 @@ def _cmd_check_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_matrix_history(args: argparse.Namespace) -> int:
+    """``matrix --versions`` and ``matrix --diff`` (maskcert.history): exit 1 on a regression (the
+    history's between consecutive releases run, or the diff's), 2 on usage errors, 128 + N when
+    signal N stopped it (the same command continues it)."""
+    import signal
+
+    from maskcert.certification import CertifyError
+    from maskcert.history import HistoryError, diff_releases, parse_versions_arg, run_history
+    from props.backends import BackendUnavailable, engines
+    from refdecoder.errors import VocabularyError
+
+    def say(line: str) -> None:
+        print(f"maskcert matrix: {line}", file=sys.stderr, flush=True)
+
+    out = Path(args.out)
+    try:
+        if args.backend or args.resume or args.from_report or (args.versions and args.diff):
+            raise HistoryError(
+                "maskcert matrix: expected --versions or --diff alone (not with --backend, --resume, "
+                "--from-report or each other)"
+            )
+        if args.diff:
+            d = diff_releases(
+                args.diff[0],
+                args.diff[1],
+                out=out,
+                tokenizer=args.tokenizer,
+                features=args.feature or [],
+                seed=args.seed,
+                budget_s=args.budget,
+                progress=say,
+            )
+            data = d.data
+            print(
+                f"{data['a']} -> {data['b']}: {data['features']} features, {len(data['changed'])} changed, "
+                f"{data['regressions']} regression(s)"
+            )
+            for c in data["changed"]:
+                flag = "REGRESSION " if c["regression"] else ""
+                print(f"  {flag}{c['feature']}: {c['before']} -> {c['after']}")
+            print(f"diff: {out / 'diff.md'}")
+            return 1 if d.regressions else 0
+        shard = None
+        if args.shard:
+            k, sep, n = str(args.shard).partition("/")
+            if not sep or not k.isdigit() or not n.isdigit():
+                raise HistoryError(f"--shard {args.shard!r}: expected K/N, e.g. 1/2")
+            shard = (int(k), int(n))
+        name, span = parse_versions_arg(args.versions)
+        h = run_history(
+            name,
+            span,
+            out=out,
+            sample=args.sample,
+            tokenizer=args.tokenizer,
+            features=args.feature or [],
+            seed=args.seed,
+            budget_s=args.budget,
+            shard=shard,
+            bisect_bounds=args.bisect_budget > 0,
+            bisect_budget_s=args.bisect_budget,
+            progress=say,
+        )
+    except (CertifyError, BackendUnavailable, VocabularyError, engines.EngineInstallError) as e:
+        print(f"maskcert matrix: {e}", file=sys.stderr)
+        return 2
+    print(f"{name}: releases run {', '.join(h.data['ran'])}")
+    if shard is not None:
+        return 0
+    for r in h.data["regressions"]:
+        print(f"  REGRESSION {r['feature']}: {r['from']} {r['before']} -> {r['to']} {r['after']}")
+    still = sum(d["in_newest"] for d in h.data["defects"])
+    print(f"defects: {len(h.data['defects'])} ({still} in the newest release); history: {out / 'history.md'}")
+    if h.data.get("interrupted"):
+        print(f"interrupted by {h.data['interrupted']}: run the same command to continue", file=sys.stderr)
+        return 128 + int(getattr(signal, str(h.data["interrupted"])))
+    return 1 if h.data["regressions"] else 0
+
+
+def _cmd_site(args: argparse.Namespace) -> int:
+    """The static conformance site (maskcert.site): exit 0, 2 on bad input."""
+    from maskcert.site import SiteError, build_site
+
+    try:
+        result = build_site(args.history, args.out)
+    except SiteError as e:
+        print(f"maskcert site: {e}", file=sys.stderr)
+        return 2
+    print(f"site: {Path(args.out) / 'index.html'} ({len(result.pages)} pages)")
+    return 0
+
+
 def _cmd_matrix(args: argparse.Namespace) -> int:
     """The feature matrix (maskcert.matrix); exit 1 when an engine has an unsound or crash cell, 2 on
     usage errors, 128 + N when signal N stopped it (``--resume OUT`` continues it)."""
     import signal
+
+    if args.versions or args.diff:
+        return _cmd_matrix_history(args)
+    if args.sample is not None or args.shard:
+        print("maskcert matrix: --sample and --shard need --versions", file=sys.stderr)
+        return 2
 
     from maskcert.certification import CertifyError
     from maskcert.matrix import MatrixError, matrix_from_reports, run_matrix
@@ -880,7 +978,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the interrupted or killed matrix run whose output directory is DIR (its own "
         "engines, tokenizer, features and seed; each engine from its checkpoint)",
     )
+    mx.add_argument(
+        "--versions",
+        metavar="NAME==A..B",
+        help="the matrix of every release of NAME in A..B (either end open) inside the adapter's tested "
+        "range, then the history: regressions, each defect's first bad and first fixed release "
+        "(history.json, history.md; releases/<version>/ each release's matrix, reused when unchanged)",
+    )
+    mx.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="with --versions: N releases spread evenly, always the first and newest",
+    )
+    mx.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="with --versions: run every N-th release from the K-th only (no history; a last run without "
+        "--shard reuses the shards' matrices)",
+    )
+    mx.add_argument(
+        "--bisect-budget",
+        type=float,
+        default=900.0,
+        help="with --versions: seconds for bisecting defect bounds over releases not sampled (default 900; "
+        "0 turns it off)",
+    )
+    mx.add_argument(
+        "--diff",
+        nargs=2,
+        metavar=("A", "B"),
+        help="what changed from release A to B (NAME==VERSION or a matrix.json), cell by cell with the "
+        "proofs: diff.json, diff.md; exit 1 on a regression",
+    )
     mx.set_defaults(func=_cmd_matrix)
+
+    st = sub.add_parser(
+        "site",
+        help="a static conformance site from `matrix --versions` histories: engines, releases, features",
+    )
+    st.add_argument("out", help="output directory of the site")
+    st.add_argument(
+        "history", nargs="+", help="a `maskcert matrix --versions` output directory (one per engine)"
+    )
+    st.set_defaults(func=_cmd_site)
 
     d = sub.add_parser(
         "doctor", help="dependency versions and whether each known incompatibility applies here"

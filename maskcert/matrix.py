@@ -70,6 +70,7 @@ from tokenizers_matrix import Vocabulary, train_bpe
 
 __all__ = [
     "STATUSES",
+    "COLOURS",
     "Matrix",
     "MatrixError",
     "run_matrix",
@@ -106,7 +107,8 @@ _INCOMPLETE = frozenset(
         Invariant.UTF8,
     }
 )
-_COLOURS = {
+#: The colour of each status in matrix.html and the site.
+COLOURS = {
     "exact": "#c8f7c5",
     "refused": "#dfe6ee",
     "not_decided": "#eeeeee",
@@ -619,7 +621,7 @@ def render_html(data: dict[str, Any]) -> str:
                 for d in c["defects"]
             )
             tds.append(
-                f'<td style="background:{_COLOURS.get(c["status"], "#fff")}" class="{h(c["status"])}"'
+                f'<td style="background:{COLOURS.get(c["status"], "#fff")}" class="{h(c["status"])}"'
                 f' title="{h(c.get("reason", ""))}">'
                 f"<b>{h(c['status'])}</b>{'<br>' + links if links else ''}</td>"
             )
@@ -627,7 +629,7 @@ def render_html(data: dict[str, Any]) -> str:
             f'<tr><th title="{h(f["description"])}"><code>{h(f["id"])}</code></th>{"".join(tds)}</tr>'
         )
     legend = " ".join(
-        f'<span style="background:{_COLOURS[s]};padding:2px 6px">{h(s)}</span>' for s in data["statuses"]
+        f'<span style="background:{COLOURS[s]};padding:2px 6px">{h(s)}</span>' for s in data["statuses"]
     )
     counts = "".join(
         f"<tr><th>{h(e)}</th>"
