@@ -77,6 +77,7 @@ from props.checks.clock import running as running_clock
 from props.checks.coverage import coverage_walks
 from props.checks.defects import Defect, Reduced, group, minimize_defect, reference_grammars
 from props.checks.invariants import (
+    COMPARE_AT,
     UNDECIDED,
     BackendFault,
     NotChecked,
@@ -281,6 +282,7 @@ def certify_case(
     strings: int = 3,
     deadline: float | None = None,
     limits: Limits | None = None,
+    compare_at: str = "auto",
 ) -> CaseResult:
     """Every invariant on one case and one vocabulary (see the module doc); ``limits`` bound the
     reference's compile (default :class:`refdecoder.Limits`). When a worker backend's deadline cuts
@@ -292,6 +294,7 @@ def certify_case(
     if isinstance(prepared, NotChecked):
         return _not_checked(backend, case, vocab, prepared, t0)
     t = prepared
+    t.compare_at = compare_at
     t.phases["compile (both sides)"] = time.perf_counter() - t0
     result = CaseResult(case.name, vocab.name, "checked")
     cut: DeadlineReached | None = None
@@ -1224,7 +1227,9 @@ class CertifyConfig:
     ``limits`` on the reference's compile (:class:`refdecoder.Limits`), ``backend_options`` for the
     adapter, ``isolate`` (None: a named engine runs in a worker subprocess), ``compile_limit_s``: an
     engine compile in a worker slower than this is killed and is a ``limits`` finding with its time
-    (default :data:`COMPILE_LIMIT_S`). Where: ``workers`` processes, or Ray tasks on ``cluster``,
+    (default :data:`COMPILE_LIMIT_S`), ``compare_at`` where valid walks compare masks
+    (:data:`props.checks.invariants.COMPARE_AT`: every step, only where the language branches, or
+    ``auto``: every step until the engine's masks prove slow). Where: ``workers`` processes, or Ray tasks on ``cluster``,
     within ``budget_s`` seconds counted once set-up is done — a deadline for every call
     of an engine in a worker (a call still running then is cut, a ``limits`` finding; an engine in
     this process is checked between calls only). After the checks, in what is left of the budget:
@@ -1258,6 +1263,7 @@ class CertifyConfig:
     limits: Limits | None = None
     require_complete: bool = False
     compile_limit_s: float = COMPILE_LIMIT_S
+    compare_at: str = "auto"
 
     def __post_init__(self) -> None:
         for name in (
@@ -1283,6 +1289,8 @@ class CertifyConfig:
             raise CertifyError(
                 f"compile_limit_s={self.compile_limit_s}: expected a finite number of seconds above 0"
             )
+        if self.compare_at not in COMPARE_AT:
+            raise CertifyError(f"compare_at={self.compare_at!r}: expected one of {', '.join(COMPARE_AT)}")
         if self.resume and self.out is None:
             raise CertifyError("resume=True needs out= (the report directory of the run to continue)")
 
@@ -1295,6 +1303,7 @@ class CertifyConfig:
             "strings": self.strings,
             "limits": self.limits,
             "deadline": deadline,
+            "compare_at": self.compare_at,
         }
 
     @property
@@ -1321,6 +1330,8 @@ class CertifyConfig:
             params["limits"] = dataclasses.asdict(self.limits)
         if self.compile_limit_s != COMPILE_LIMIT_S:  # it decides which compiles are findings
             params["compile_limit_s"] = self.compile_limit_s
+        if self.compare_at != "auto":  # it decides which steps are compared
+            params["compare_at"] = self.compare_at
         return params
 
 
@@ -1581,9 +1592,17 @@ def _instances(results: list[CaseResult]) -> dict[str, Any]:
                     "tokenizer": r.tokenizer,
                     "counts": dict(sorted(r.instances.items())),
                     "notes": r.instance_notes,
+                    **_seconds(getattr(r, "clock", None)),
                 }
             )
     return {"total": dict(sorted(total.items())), "per_spec": per_spec}
+
+
+def _seconds(clock: Mapping[str, Any] | None) -> dict[str, float]:
+    """A pair's seconds inside the engine's calls and maskcert's own (its clock), when it has one."""
+    if not clock:
+        return {}
+    return {"engine_s": round(float(clock["engine_s"]), 4), "own_s": round(float(clock["own_s"]), 4)}
 
 
 def _assemble(

@@ -360,6 +360,8 @@ def _cmd_certify(args: argparse.Namespace) -> int:
     }
     if args.compile_limit is not None:  # a run parameter: it decides which compiles are findings
         call["compile_limit_s"] = args.compile_limit
+    if args.compare_at is not None:  # a run parameter: it decides which steps are compared
+        call["compare_at"] = args.compare_at
     out = Path(args.resume or args.out)
     saved = out / "checkpoint" / "cli.json"
     if args.tools and not args.resume:  # the specs become files of the run (maskcert/toolcall_certify.py)
@@ -397,6 +399,7 @@ def _cmd_certify(args: argparse.Namespace) -> int:
                 ("--limit", args.limit, None),
                 ("--profile", args.profile, None),
                 ("--compile-limit", args.compile_limit, None),
+                ("--compare-at", args.compare_at, None),
             )
             if value != default
         ]
@@ -902,6 +905,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="an engine compile slower than this is killed and is a 'limits' finding with its time; "
         "the run goes on (default: 10)",
+    )
+    ce.add_argument(
+        "--compare-at",
+        choices=["every", "branching", "auto"],
+        default=None,
+        help="where valid walks compare masks: every step, only where the language branches (the "
+        "reference does not force the next bytes), or auto (default): every step until the engine's "
+        "median mask takes 100 ms, then only where it branches — slow engines still get covered",
     )
     ce.add_argument("--seed", type=int, default=0)
     ce.add_argument("--workers", type=int, default=1, help="processes, each with its own backend")

@@ -75,6 +75,14 @@ _PER_STEP = 2
 _COMPLETION_STEPS = 48  # tokens the backend may take to finish a soundness completion
 _SEGMENTATION_FORKS = 256  # backend forks when searching a segmentation of a witness
 UNDECIDED = "undecided"  # Target.validate: the independent validator cannot judge this output
+#: Where check_walk compares masks (Target.compare_at): at ``every`` step; only where the language
+#: ``branching``-s (the reference does not force the next bytes); ``auto``: every step until the
+#: engine's masks turn out slow (median of SLOW_MASK_SAMPLES or more at least SLOW_MASK_MS), then
+#: only where the language branches. At a forced step the token is still accepted by both sides,
+#: so a rejected forced token is found; an extra token the engine allows there is not looked for.
+COMPARE_AT = ("every", "branching", "auto")
+SLOW_MASK_MS = 100.0
+SLOW_MASK_SAMPLES = 8
 
 
 def show_bytes(data: bytes, spec: SpecRef) -> str:
@@ -150,6 +158,8 @@ class Target:
     instance_notes: set[str] = field(default_factory=set)
     # Seconds spent per phase of checking (certificates, searches, ...): the profile certify reports.
     phases: dict[str, float] = field(default_factory=dict)
+    # Where check_walk compares masks (COMPARE_AT).
+    compare_at: str = "auto"
 
     def __post_init__(self) -> None:
         v = self.vocab
@@ -230,6 +240,20 @@ class Target:
             packed = r.mask()
         self.timings["reference_mask_ms"].append((time.perf_counter() - t0) * 1000)
         return mask_bits(packed, self.size)
+
+    def compares_at(self, r: RefMatcher) -> bool:
+        """Whether :func:`check_walk` compares the masks at ``r``'s state (see :data:`COMPARE_AT`);
+        each skipped step is counted in ``instances["compare/steps-forced-skipped"]``."""
+        if self.compare_at == "every":
+            return True
+        if self.compare_at == "auto":
+            ms = self.timings["backend_mask_ms"]
+            if len(ms) < SLOW_MASK_SAMPLES or float(np.median(ms)) < SLOW_MASK_MS:
+                return True
+        if not r.forced_bytes() or r.is_accepting():
+            return True  # the language branches here (or may end): compare
+        self.instances["compare/steps-forced-skipped"] += 1
+        return False
 
     def eos_of(self, bits: np.ndarray) -> bool:
         return bool(bits[self.eos].any()) if len(self.eos) else False
@@ -858,7 +882,8 @@ def _rejected(outcome: Any) -> bool:
 
 
 def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = True) -> list[Finding]:
-    """Masks compared at every step of ``ids`` (a sequence the reference accepts), then EOS."""
+    """Masks compared at every step of ``ids`` (a sequence the reference accepts; where
+    ``t.compare_at`` says, at the steps where the language branches only), then EOS."""
     found: list[Finding] = []
     at: Sequence[int] = ()  # where a backend exception happened: after ``at``, accepting ``pending``
     pending: int | None = None
@@ -867,7 +892,8 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
         r = RefMatcher(t.reference)
         for k, tok in enumerate(ids):
             at, pending = ids[:k], None
-            found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok))
+            if k == 0 or t.compares_at(r):
+                found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok))
             ref_out = r.accept(int(tok))
             if _rejected(ref_out):
                 raise ValueError(f"walk {walk!r} is not in the language at step {k} (token {tok})")

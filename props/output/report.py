@@ -607,6 +607,8 @@ def render_markdown(report: ReportJSON) -> str:
     specs = report.get("specs", {})
     out.append("Specs: " + ", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS) + ".")
     out.append("")
+    if _time_line(report):
+        out += [_md(_time_line(report)), ""]
     if _unfinished_rows(report):
         out += ["## Not checked", "", "`maskcert certify --resume DIR` checks these.", ""]
         out += [_md_table(["spec", "tokenizer"], [[_md(c) for c in r] for r in _unfinished_rows(report)]), ""]
@@ -831,8 +833,33 @@ _COVERAGE_COLUMNS = (
     "lexeme states",
     "constant boundaries",
     "reached only by steering",
+    "forced steps not compared",
+    "engine s / own s",
     "not compared",
 )
+
+
+def _time_line(report: ReportJSON) -> str:
+    """Where the checking time went: the engine's own calls against maskcert's checks, and the share
+    of the budget the engine's calls took (each pair's clock, :mod:`props.checks.clock`)."""
+    prof = report.get("profile") or {}
+    engine = (prof.get("engine_s") or {}).get("total")
+    own = (prof.get("own_s") or {}).get("total")
+    if engine is None or own is None:
+        return ""
+    budget = report.get("budget_s")
+    share = f", {100.0 * engine / budget:.0f}% of the {_num(budget)} s budget" if budget else ""
+    skipped = int(((report.get("instances") or {}).get("total") or {}).get("compare/steps-forced-skipped", 0))
+    line = (
+        f"Time: the engine's own calls took {engine:.1f} s ({prof.get('engine_calls', 0)} calls{share}), "
+        f"maskcert's checks {own:.1f} s."
+    )
+    if skipped:
+        line += (
+            f" The engine's masks were slow, so {skipped} steps where the reference forces the next bytes "
+            "were walked without comparing masks (`--compare-at`)."
+        )
+    return line
 
 
 def _ratio(counts: dict[str, Any], what: str) -> str:
@@ -858,6 +885,8 @@ def _coverage_rows(report: ReportJSON) -> list[list[str]]:
                 _ratio(counts, "lexemes/targets"),
                 _ratio(counts, "lexemes/constants"),
                 str(int(counts.get("lexemes/targets-steered-only", 0))),
+                str(int(counts.get("compare/steps-forced-skipped", 0))),
+                f"{_num(e['engine_s'])} / {_num(e['own_s'])}" if "engine_s" in e else "-",
                 _cut("; ".join(m for m in missed if m), 160),
             ]
         )
@@ -1075,6 +1104,8 @@ def _html_summary(report: ReportJSON, findings: Sequence[FindingJSON]) -> list[s
         + _h(", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS))
         + ".</p>"
     )
+    if _time_line(report):
+        p.append(f"<p>{_h(_time_line(report))}</p>")
     return p
 
 
