@@ -33,9 +33,10 @@ What a history says (``history.json``, rendered as ``history.md``)::
      "bisect"?: {"budget_s", "spent_s", "bisected", "not_bisected": {why: n}},
      "interrupted"?: signal name}
 
-* A **regression** is a cell that was ``exact`` in one release and is not in the next one run (its
-  status moved to a defect status, ``refused``, ``crash`` or ``limits``), or any cell that gains a
-  defect signature it did not have: :func:`is_regression`. ``not_run``, ``internal_error`` and
+* A **regression** is a cell that gains a kind of wrong from one release run to the next: an
+  ``exact`` cell that is not any more (a defect status, ``refused``, ``crash`` or ``limits``), an
+  ``incomplete`` one that becomes unsound, and so on (:func:`is_regression`); new defect signatures
+  in a cell already wrong the same way are listed with it but are not a regression. ``not_run``, ``internal_error`` and
   ``not_decided`` are not verdicts on the engine and never count.
 * A **defect** is a signature (:func:`props.checks.defects.signature`; its id depends on the signature
   alone, so it is the same defect in every release). ``first_bad`` is the first release showing it and
@@ -85,8 +86,6 @@ __all__ = [
 
 #: Statuses that are not a verdict on the engine: a change to or from them is never a regression.
 NOT_VERDICTS = frozenset({"not_run", "internal_error", "not_decided"})
-#: Statuses that carry defects (and "exact", the status a regression leaves).
-_DEFECT_STATUSES = frozenset({"unsound", "incomplete", "unsound+incomplete", "crash", "limits"})
 
 
 class HistoryError(MatrixError):
@@ -287,17 +286,30 @@ def _defect_ids(cell: Mapping[str, Any] | None) -> set[str]:
     return {str(d["id"]) for d in (cell or {}).get("defects", [])}
 
 
+#: What is wrong in a cell of each status: a regression is a cell that gains one of these.
+_WRONG: dict[str, frozenset[str]] = {
+    "exact": frozenset(),
+    "refused": frozenset({"refused"}),
+    "unsound": frozenset({"unsound"}),
+    "incomplete": frozenset({"incomplete"}),
+    "unsound+incomplete": frozenset({"unsound", "incomplete"}),
+    "crash": frozenset({"crash"}),
+    "limits": frozenset({"limits"}),
+}
+
+
 def is_regression(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
-    """Whether a cell got worse from ``before`` to ``after`` (module doc): an ``exact`` cell that is no
-    longer exact, or a cell that gains a defect signature; never when either side is not a verdict."""
+    """Whether a cell got worse from ``before`` to ``after`` (module doc): it gains a kind of wrong it
+    did not have — an ``exact`` cell that is no longer exact, an ``incomplete`` one that becomes
+    unsound, a feature now refused or crashing; never when either side is not a verdict. A new
+    defect signature in a cell already wrong the same way is listed but is no regression: which
+    signatures a walk certifies first varies with everything before it."""
     if before is None or after is None:
         return False
     b, a = str(before["status"]), str(after["status"])
     if b in NOT_VERDICTS or a in NOT_VERDICTS:
         return False
-    if b == "exact" and a != "exact":
-        return True
-    return bool(_defect_ids(after) - _defect_ids(before))
+    return bool(_WRONG.get(a, frozenset({a})) - _WRONG.get(b, frozenset({b})))
 
 
 def _engine_cells(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -150,12 +150,12 @@ def test_regression_rule() -> None:
     exact = {"status": "exact", "defects": []}
     bad = {"status": "incomplete", "defects": [{"id": "D1"}]}
     worse = {"status": "incomplete", "defects": [{"id": "D1"}, {"id": "D2"}]}
-    assert (
-        is_regression(exact, bad)
-        and is_regression(bad, worse)
-        and is_regression(exact, {"status": "refused"})
-    )
+    unsound = {"status": "unsound+incomplete", "defects": [{"id": "D1"}, {"id": "D3"}]}
+    assert is_regression(exact, bad) and is_regression(exact, {"status": "refused"})
+    assert is_regression(bad, unsound)  # it was incomplete; now it is unsound too
     assert not is_regression(bad, exact) and not is_regression(worse, bad) and not is_regression(bad, bad)
+    # Another signature of a wrong the cell already had is listed, not a regression.
+    assert not is_regression(bad, worse) and not is_regression(unsound, bad)
     # Not verdicts on the engine: never a regression.
     for other in ("not_run", "internal_error", "not_decided"):
         assert not is_regression(exact, {"status": other, "defects": []})
