@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -303,7 +304,9 @@ window.onload = function () { nextPage(0); };
 """
 
 
-def _open_in_harness(pages: list[Path], where: Path) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+def _open_in_harness(
+    pages: list[Path], where: Path, timeout_s: float = 60.0
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     assert BROWSER is not None
     harness = where / "harness.html"
     harness.write_text(
@@ -321,10 +324,14 @@ def _open_in_harness(pages: list[Path], where: Path) -> tuple[dict[str, Any], li
         "--enable-logging=stderr",
         "--v=0",
         "--allow-file-access-from-files",
-        "--virtual-time-budget=60000",
+        f"--virtual-time-budget={int(timeout_s * 1000)}",
     ]
     proc = subprocess.run(
-        [*args, "--dump-dom", harness.as_uri()], capture_output=True, text=True, timeout=60, check=False
+        [*args, "--dump-dom", harness.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
     )
     match = re.search(r'<pre id="result">(.*?)</pre>', proc.stdout, re.S)
     assert match, f"the harness wrote no result (chromium exit {proc.returncode}): {proc.stderr[-2000:]}"
@@ -370,3 +377,42 @@ def test_site_in_chromium_every_link_loads(site: tuple[Path, SiteResult], tmp_pa
     ]
     assert site_console == [], site_console
     assert [m for m in console if "Uncaught" in m[0]] == []
+
+
+# -- a site built from real engine histories ---------------------------------------------------------
+BUILT = os.environ.get("MASKCERT_SITE")
+
+
+@pytest.mark.skipif(not BUILT, reason="MASKCERT_SITE=DIR names a site built by `maskcert site` to check")
+def test_a_built_site_resolves_on_disk_and_in_chromium(tmp_path: Path) -> None:
+    """``MASKCERT_SITE=DIR pytest tests/test_site.py -k built_site``: every link of every page of a
+    site built from real engines' histories resolves on disk (fragments included), and in Chromium the
+    index and one feature page load with every link they hold."""
+    out = Path(str(BUILT)).resolve()
+    pages = [
+        out / "index.html",
+        *sorted((out / "engines").glob("*.html")),
+        *sorted((out / "features").glob("*.html")),
+    ]
+    broken: list[str] = []
+    ids: dict[Path, set[str]] = {}
+    for page in pages:
+        for href in parse(page).hrefs:
+            target, fragment = _target(page, href)
+            if out not in target.parents or not target.is_file():
+                broken.append(f"{page.name}: {href}")
+            elif fragment:
+                if target not in ids:
+                    ids[target] = parse(target).ids
+                if fragment not in ids[target]:
+                    broken.append(f"{page.name}: {href} (no id {fragment!r})")
+    assert broken == []
+    if BROWSER is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    feature = out / "features" / "json_schema--minimum.html"
+    data, console = _open_in_harness([out / "index.html", feature], tmp_path, timeout_s=300.0)
+    assert data["errors"] == []
+    for page in data["pages"]:
+        assert page["loaded"] and page["targets"], page["url"]
+        assert [t for t in page["targets"] if not (t["loaded"] and t["found"])] == []
+    assert [m for m in console if "Content Security Policy" in m[0] or "Uncaught" in m[0]] == []
