@@ -623,19 +623,28 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     """The serving simulation (serving_sim) on the named backend: exit 0 clean, 1 violations, 2 usage
     (an unavailable backend)."""
     from props.backends import load_backend
-    from serving_sim import FAULTS, exit_code, format_report, run_simulation
+    from serving_sim import AGENT_FAULTS, FAULTS, exit_code, format_report, run_simulation
 
-    unknown = [f for f in args.fault if f not in FAULTS]
+    # The agent workload's own faults only it exposes (serving_sim._faults.AGENT_FAULTS).
+    known = {**FAULTS, **AGENT_FAULTS} if args.workload == "agent" else FAULTS
+    unknown = [f for f in args.fault if f not in known]
     if unknown:
+        extra = (
+            " (and, with --workload agent, " + ", ".join(AGENT_FAULTS) + ")"
+            if args.workload != "agent"
+            else ""
+        )
         print(
-            f"maskcert simulate: --fault {unknown[0]!r}: expected one of {', '.join(sorted(FAULTS))}",
+            f"maskcert simulate: --fault {unknown[0]!r}: expected one of {', '.join(sorted(known))}{extra}",
             file=sys.stderr,
         )
         return 2
     if args.list_faults:
-        width = max(len(n) for n in FAULTS)
+        width = max(len(n) for n in {**FAULTS, **AGENT_FAULTS})
         for name, text in FAULTS.items():
             print(f"{name:<{width}}  {text}")
+        for name, text in AGENT_FAULTS.items():
+            print(f"{name:<{width}}  (--workload agent) {text}")
         return 0
     try:
         report = run_simulation(
@@ -647,6 +656,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             model=args.model,
             max_tokens=args.max_tokens,
             resume_mode=args.resume_mode,
+            workload=args.workload,
         )
     except MaskcertError as e:  # BackendUnavailable too
         print(f"maskcert simulate: {e}", file=sys.stderr)
@@ -1117,6 +1127,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--model", choices=["adversarial", "tiny-llama"], default="adversarial")
     sim.add_argument("--max-tokens", type=int, default=24)
     sim.add_argument("--resume-mode", choices=["replay", "snapshot"], default="replay")
+    sim.add_argument(
+        "--workload",
+        choices=["mixed", "agent"],
+        default="mixed",
+        help="mixed specs and serving features (default), or agent: tool calls over a vocabulary with "
+        "special tokens, the grammar switched to the chosen tool's arguments, jump-forward streams",
+    )
     sim.add_argument("--max-violations", type=int, default=20, help="violations printed in full")
     sim.set_defaults(func=_cmd_simulate)
 

@@ -8,16 +8,29 @@ reference; a request may opt in to ``finish_within_max_tokens`` (the reference's
 violations (``maskcert simulate``). ``FAULTS`` names the bugs the suite must catch; the invariants
 are :data:`props.contract.findings.SIMULATION_INVARIANTS`.
 
+The agent workload (``run_simulation(..., workload="agent")``, ``agent_workload``) serves tool calls
+over a vocabulary with special tokens: a ``ToolSwitch`` swaps a request's grammar to the chosen tool's
+arguments when its name completes, jump-forward streams forced text once it is certain, and
+``AGENT_FAULTS`` names the bugs only it exposes.
+
 Backends come in as adapter instances (a ``props.contract.Backend``); resolving a name to an adapter
 is the application's job (``maskcert simulate --backend NAME``), as is the command line itself.
 """
 
 from ._admission import AdmissionLimits, spec_depth
+from ._agent import (
+    AGENT_TOOLS,
+    SwitchingMatcher,
+    ToolCallingModel,
+    ToolSwitch,
+    agent_vocabulary,
+    tool_call_specs,
+)
 from ._caches import CacheEntry, CacheKey, CompileCache, MatcherSnapshot, PrefixCache, spec_fingerprint
 from ._checker import InvariantChecker, Violation
 from ._engine import Engine, EngineConfig
 from ._errors import LifecycleError, ServingError, SnapshotMismatch, UnknownFault
-from ._faults import FAULTS
+from ._faults import AGENT_FAULTS, FAULTS
 from ._lifecycle import TRANSITIONS, Event, Status, diagram, transition
 from ._metrics import Metrics
 from ._models import AdversarialModel, Draft, KVHandle, Model, NoisyDraft, TinyLlamaModel
@@ -35,6 +48,7 @@ from ._simulate import SimulationReport, exit_code, format_report, run_simulatio
 from ._trace import TraceEvent
 from ._workload import (
     Arrival,
+    agent_workload,
     candidate_specs,
     default_vocabularies,
     make_workload,
@@ -44,6 +58,14 @@ from ._workload import (
 
 __all__ = [
     "FAULTS",
+    "AGENT_FAULTS",
+    "AGENT_TOOLS",
+    "ToolSwitch",
+    "SwitchingMatcher",
+    "ToolCallingModel",
+    "tool_call_specs",
+    "agent_vocabulary",
+    "agent_workload",
     "Engine",
     "EngineConfig",
     "AdmissionLimits",

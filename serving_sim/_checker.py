@@ -31,6 +31,13 @@ the common prefix and accepting the rest). Then, record by record:
   within each position's budget; no output finishes ``length``.
 * ``utf8`` — a constrained ``stop`` output is valid UTF-8; the concatenated stream deltas equal the
   final text (a delta that split a character shows as U+FFFD where the output has the character).
+* Agent requests (``_agent``): the spec is the composed tool-call language, which the reference
+  replays over the vocabulary's special tokens (their ids are grammar symbols there) however the
+  engine switched grammars; a ``stop`` output of a structural tag is judged by the independent
+  recognizer :mod:`props.corpus.structural_tag_check` over its text and special-token ids. A
+  jump-forward token (``how="forced"``) must spell a prefix of the reference's forced bytes after its
+  prefix — text the grammar has made certain — else it is a ``soundness`` violation (the engine
+  committed text a later step could contradict).
 * ``kv`` — the KV handle holds exactly the prompt and the sequence's ids at each position.
 * ``isolation`` — the compile cache served a grammar compiled for this engine's vocabulary.
 
@@ -56,10 +63,13 @@ import refdecoder
 from props.contract.backend import Compiled
 from props.contract.findings import SIMULATION_INVARIANTS, SpecRef
 from props.corpus import CorpusError, validate_output
-from refdecoder import Accepted, Matcher, Spec, TokenBudgetError, TokenGrammar
+from props.corpus.structural_tag_check import Undecided
+from props.corpus.structural_tag_check import verdict as tag_verdict
+from refdecoder import Accepted, Matcher, Spec, StructuralTag, TokenBudgetError, TokenGrammar
 from refdecoder.bitmask import unpack_mask
 from refdecoder.grammar import State
 
+from ._agent import lifted_bytes
 from ._budget import BudgetCache, BudgetOracle
 from ._request import Request
 from ._trace import (
@@ -492,6 +502,8 @@ class InvariantChecker:
             return  # an earlier token was already reported
         ref_ok, reason, offset = ref_v
         own_ok = own_v[0]
+        if e.how == "forced" and ref_ok:
+            self._check_forced(e, req, ref)
         eng = "accepted" if e.backend_verdict else f"rejected ({e.backend_reason})"
         at = f" at byte {offset}" if offset is not None else ""
         if not own_ok:
@@ -545,6 +557,29 @@ class InvariantChecker:
             f"{e.how} token {_tok(req.vocabulary, e.token)} after {len(e.ids_before)} tokens (origin {e.origin})\n"
             f"    engine:    rejected ({e.backend_reason})\n"
             f"    fresh replay: accepted",
+        )
+
+    def _check_forced(self, e: TraceToken, req: _Req, ref: _Replay) -> None:
+        """A jump-forward token must spell the next bytes of the reference's forced bytes after its
+        prefix (``ref`` is at ``e.ids_before``: :meth:`_Replay.check` synced it)."""
+        self.checked["forced"] += 1
+        probe = getattr(ref.matcher, "forced_bytes", None)
+        if probe is None:
+            return
+        forced = bytes(probe())
+        data = lifted_bytes(req.vocabulary, e.token)
+        if forced.startswith(data):
+            return
+        self._violate(
+            "jump_forward",
+            e.engine,
+            e.request_id,
+            e.seq_id,
+            e.step,
+            f"jump-forward token {_tok(req.vocabulary, e.token)} after {len(e.ids_before)} tokens is not "
+            f"certain yet (state {ref.state_id()})\n"
+            f"    engine:    forced {data!r}\n"
+            f"    reference: forces only {forced!r} here",
         )
 
     def _on_spec(self, e: TraceSpec) -> None:
@@ -694,6 +729,9 @@ class InvariantChecker:
                 f"stop output is not valid UTF-8 at byte {err.start}: {data[max(0, err.start - 8) : err.start + 8]!r}",
             )
             return
+        if isinstance(spec, StructuralTag):
+            self._check_tag_output(e, req, spec, ids, bad)
+            return
         try:
             problem = validate_output(SpecRef.of(spec), data)
         except CorpusError:  # the independent validators cannot read this spec: the output goes unjudged
@@ -704,6 +742,57 @@ class InvariantChecker:
             bad("soundness", f"output is not in the language: {problem}")
         elif not e.completion.valid:
             bad("finish_reason", "a valid stop output is not marked valid")
+
+    def _check_tag_output(
+        self, e: TraceFinish, req: _Req, spec: StructuralTag, ids: list[int], bad: Any
+    ) -> None:
+        """A structural tag's ``stop`` output, special tokens included, judged by the independent
+        recognizer (never the reference)."""
+        parts = _parts(req.vocabulary, ids)
+        if parts is None:
+            bad("utf8", "a text run of the stop output is not valid UTF-8")
+            return
+        try:
+            ok = tag_verdict(spec.tag, parts, spec.special_tokens)
+        except CorpusError:
+            ok = Undecided(("the recognizer cannot read this tag",))
+        if isinstance(ok, Undecided):
+            self.checked["unvalidated"] += 1
+            return
+        self.checked["validated"] += 1
+        self.checked["validated_toolcalls"] += 1
+        if not ok:
+            shown = [p if isinstance(p, str) else f"<{_tok(req.vocabulary, p)}>" for p in parts]
+            bad("soundness", f"output is not in the structural tag's language: {shown!r:.300}")
+        elif not e.completion.valid:
+            bad("finish_reason", "a valid stop output is not marked valid")
+
+
+def _parts(vocabulary: Any, ids: Sequence[int]) -> list[str | int] | None:
+    """An output as the structural-tag recognizer reads it: text runs and special-token ids (EOS
+    dropped); None when a text run is not UTF-8."""
+    parts: list[str | int] = []
+    run = bytearray()
+    for t in ids:
+        data = vocabulary.token_bytes[t]
+        if data is not None:
+            run += data
+            continue
+        if t in vocabulary.eos_ids:
+            continue
+        if run:
+            try:
+                parts.append(run.decode("utf-8"))
+            except UnicodeDecodeError:
+                return None
+            run.clear()
+        parts.append(int(t))
+    if run:
+        try:
+            parts.append(run.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+    return parts
 
 
 def _diff(mask: np.ndarray, want: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -32,6 +32,12 @@ lock-step with the matcher: copied on fork and beam reorder, advanced on each ac
 the backend accepted and the reference rejects is a backend failure: finish ``error``), walked
 along drafts and put back at the accepted position after a verify, replayed on resume.
 
+An agent request (``Request.tools``, ``_agent``) compiles its switch's head grammar as its entry and
+each tool's arguments grammar beside it; its matcher is a ``SwitchingMatcher`` that swaps to the chosen
+tool's grammar when the delimiter completes the name (so forks, verifies, rollbacks and resumes cross
+the switch like any other token). With ``jump_forward`` a sampled token is followed, without a model
+call, by the tokens spelling the grammar's forced bytes (``how="forced"``), streamed as appended.
+
 Every action is reported to the observers as a trace record (``_trace``); the invariant checker is
 one such observer. Faults (``_faults``) are single ``if self._fault(NAME)`` branches next to the code
 they corrupt.
@@ -51,12 +57,13 @@ import numpy as np
 import torch
 
 from props.contract.backend import Backend, Refused
-from refdecoder import Accepted, TokenBudgetError
+from refdecoder import Accepted, TokenBudgetError, special_token_bytes
 from refdecoder.errors import NoValidToken
 from refdecoder.grammar import State
 from refdecoder.sampler import SamplingParams, apply_token_bitmask, sample
 
 from ._admission import AdmissionLimits, admission_problem
+from ._agent import SwitchingMatcher, forced_token_ids
 from ._budget import BudgetCache, BudgetOracle
 from ._caches import CacheEntry, CompileCache, MatcherSnapshot, PrefixCache
 from ._errors import SnapshotMismatch
@@ -133,6 +140,7 @@ class _Live:
     t_submit: float
     step_submitted: int
     budget: BudgetOracle | None = None  # finish_within_max_tokens: the reference's token budget
+    tails: dict[str, CacheEntry] = field(default_factory=dict)  # agent requests: each tool's arguments
     seqs: list[_Seq] = field(default_factory=list)
     hypotheses: list[tuple[_Seq, Completion]] = field(default_factory=list)  # beam search
     started: bool = False
@@ -224,33 +232,23 @@ class Engine:
         handle = RequestHandle(rid, request)
         self._handles[rid] = handle
         problem = admission_problem(request, self.config.admission, self.config.max_rows, self.vocab_size)
+        if problem is None and request.tools is not None and request.spec is None:
+            problem = "tools: an agent request needs its composed tool-call language as spec"
         entry: CacheEntry | None = None
+        tails: dict[str, CacheEntry] = {}
         if problem is None and request.spec is not None:
-            out, hit, ms = self.compile_cache.get_or_compile(
-                request.spec,
-                self.backend,
-                self.vocabulary,
-                budget_s=self.config.admission.compile_budget_s,
-                include_vocabulary=not self._fault("cache_key_without_vocab"),
-            )
-            if isinstance(out, Refused):
-                problem = f"refused by {getattr(self.backend, 'name', 'backend')}: {out.reason}"
-                if out.keyword:
-                    problem += f" (keyword {out.keyword!r}{' at ' + out.where if out.where else ''})"
-            else:
-                entry = out
-                (self.metrics.compile_warm_ms if hit else self.metrics.compile_cold_ms).append(ms)
-                self._emit(
-                    TraceCompile(
-                        self.name,
-                        rid,
-                        entry.spec_fingerprint,
-                        str(self.vocabulary.fingerprint),
-                        entry.vocab_fingerprint,
-                        hit,
-                        ms,
-                    )
-                )
+            # An agent request compiles its switch's grammars, never the composed spec.
+            plan = request.tools
+            wanted = [("", request.spec)] if plan is None else [("", plan.head), *plan.tails]
+            for tool, spec in wanted:
+                got, problem = self._compile(rid, spec)
+                if problem is not None:
+                    break
+                assert got is not None
+                if tool:
+                    tails[tool] = got
+                else:
+                    entry = got
         budget: BudgetOracle | None = None
         if problem is None and request.spec is not None and request.finish_within_max_tokens:
             problem = self.budgets.problem(request.spec, self.vocabulary, request.max_tokens)
@@ -266,11 +264,39 @@ class Engine:
         params = request.params
         if params.seed is None:
             params = replace(params, seed=_mix(self.config.seed, rid))
-        live = _Live(handle, request, params, entry, time.perf_counter(), self.step_no, budget)
+        live = _Live(handle, request, params, entry, time.perf_counter(), self.step_no, budget, tails)
         handle.status = transition(rid, handle.status, Event.ADMIT)
         self._live[rid] = live
         self._queue.append(live)
         return handle
+
+    def _compile(self, rid: str, spec: Any) -> tuple[CacheEntry | None, str | None]:
+        """``(the compile cache's entry, None)`` or ``(None, why the backend refused)``."""
+        out, hit, ms = self.compile_cache.get_or_compile(
+            spec,
+            self.backend,
+            self.vocabulary,
+            budget_s=self.config.admission.compile_budget_s,
+            include_vocabulary=not self._fault("cache_key_without_vocab"),
+        )
+        if isinstance(out, Refused):
+            problem = f"refused by {getattr(self.backend, 'name', 'backend')}: {out.reason}"
+            if out.keyword:
+                problem += f" (keyword {out.keyword!r}{' at ' + out.where if out.where else ''})"
+            return None, problem
+        (self.metrics.compile_warm_ms if hit else self.metrics.compile_cold_ms).append(ms)
+        self._emit(
+            TraceCompile(
+                self.name,
+                rid,
+                out.spec_fingerprint,
+                str(self.vocabulary.fingerprint),
+                out.vocab_fingerprint,
+                hit,
+                ms,
+            )
+        )
+        return out, None
 
     def cancel(self, request_id: str) -> bool:
         """Cancel a queued, running or preempted request; False if it is unknown or already done."""
@@ -491,7 +517,7 @@ class Engine:
         matcher = None
         if live.entry is not None:
             try:
-                matcher = self.backend.matcher(live.entry.compiled)
+                matcher = self._new_matcher(live)
             except Exception as e:  # noqa: BLE001
                 first = self._new_seq(0, [], kv, 0.0, None, "new")
                 live.seqs = [first]
@@ -545,6 +571,25 @@ class Engine:
             )
         return state
 
+    def _new_matcher(self, live: _Live) -> Any:
+        """A fresh matcher for the request: its entry's, behind a :class:`SwitchingMatcher` for an agent
+        request (each tool's arguments matcher made from its entry when the name completes)."""
+        assert live.entry is not None
+        matcher = self.backend.matcher(live.entry.compiled)
+        plan = live.request.tools
+        if plan is None:
+            return matcher
+        tails = live.tails
+
+        def make_tail(name: str) -> Any:
+            if name not in tails:
+                raise _BackendFailure(f"the head grammar completed an unknown tool name {name!r}")
+            return self.backend.matcher(tails[name].compiled)
+
+        return SwitchingMatcher(
+            matcher, plan, self.vocabulary, make_tail, self._fault("switch_rollback_keeps_tail")
+        )
+
     def _restore_matcher(self, live: _Live, seq: _Seq) -> Any:
         entry = live.entry
         assert entry is not None
@@ -552,7 +597,7 @@ class Engine:
             snap, seq.snapshot = seq.snapshot, None
             return snap.restore(entry.spec_fingerprint, str(self.vocabulary.fingerprint), entry.key.backend)
         try:
-            matcher = self.backend.matcher(entry.compiled)
+            matcher = self._new_matcher(live)
         except Exception as e:  # noqa: BLE001
             raise _BackendFailure(f"matcher() raised {e!r}") from e
         if self._fault("resume_without_replay"):
@@ -1018,6 +1063,39 @@ class Engine:
             self._delta(live, seq, seq.stream.feed(data))
         if len(seq.ids) >= live.request.max_tokens:
             self._finish_seq(live, seq, "stop" if self._fault("max_tokens_as_stop") else "length")
+            return
+        if how in ("sampled", "resampled") and live.request.jump_forward and not live.beam:
+            self._jump_forward(live, seq, tok)
+
+    def _jump_forward(self, live: _Live, seq: _Seq, tok: int) -> None:
+        """Append the tokens spelling the matcher's forced bytes (no model call): text is emitted only
+        once the grammar makes it certain. Not under a token budget (forced text may not fit)."""
+        if seq.matcher is None or live.budget is not None:
+            return
+        plan = live.request.tools
+        guess = self._fault("jump_forward_uncertain") and plan is not None and tok == plan.trigger
+        while seq in live.seqs and seq.matcher is not None:
+            if guess and plan is not None:
+                # The bug: the first tool's name is "forced" the moment the trigger is sampled.
+                forced = forced_token_ids(
+                    self.vocabulary, plan.tails[0][0].encode() + special_token_bytes(plan.delimiter)
+                )
+                guess = False
+            else:
+                probe = getattr(seq.matcher, "forced_bytes", None)
+                if probe is None:
+                    return
+                try:
+                    forced = forced_token_ids(self.vocabulary, bytes(probe()))
+                except Exception as e:  # noqa: BLE001 - any backend exception is a finding
+                    self._finish_seq(live, seq, "error", error=f"forced_bytes() raised {e!r}")
+                    return
+            if not forced:
+                return
+            for t in forced:
+                self._append(live, seq, t, "forced")
+                if seq not in live.seqs:
+                    return
 
     def _no_valid_token(self, live: _Live, seq: _Seq) -> None:
         """Finish ``seq`` ``constraint_violation``: the grammar left no token with a finite logit."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ._errors import UnknownFault
 
-__all__ = ["FAULTS", "check_faults"]
+__all__ = ["FAULTS", "AGENT_FAULTS", "check_faults"]
 
 FAULTS: dict[str, str] = {
     "shared_beam_matcher": "beams and n>1 samples share one grammar matcher instead of forking it",
@@ -38,10 +38,24 @@ FAULTS: dict[str, str] = {
 }
 
 
+#: Faults only the agent workload exposes (``serving_sim._agent``: tool calls, grammar switching,
+#: jump-forward); kept apart from :data:`FAULTS`, which every mixed workload must catch.
+AGENT_FAULTS: dict[str, str] = {
+    "jump_forward_uncertain": (
+        "jump-forward emits the first tool's name and delimiter as soon as the trigger is sampled, "
+        "before the name is certain"
+    ),
+    "switch_rollback_keeps_tail": (
+        "a speculative rollback past the tool-name switch keeps the arguments grammar instead of the head's"
+    ),
+}
+
+
 def check_faults(names: Iterable[str]) -> frozenset[str]:
-    """The fault names as a set; :class:`UnknownFault` for a name not in :data:`FAULTS`."""
+    """The fault names as a set; :class:`UnknownFault` for a name not in :data:`FAULTS` or
+    :data:`AGENT_FAULTS`."""
     out = frozenset(names)
     for name in sorted(out):
-        if name not in FAULTS:
-            raise UnknownFault(name, tuple(FAULTS))
+        if name not in FAULTS and name not in AGENT_FAULTS:
+            raise UnknownFault(name, (*FAULTS, *AGENT_FAULTS))
     return out

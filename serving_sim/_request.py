@@ -8,6 +8,7 @@ from typing import Literal, Union
 from refdecoder import Spec
 from refdecoder.sampler import SamplingParams
 
+from ._agent import ToolSwitch
 from ._lifecycle import Status
 
 __all__ = [
@@ -35,6 +36,11 @@ class Request:
     step. ``stop_ids`` end an unconstrained output (a constrained one ends when its grammar lets EOS
     through). ``stream`` asks for :class:`Delta` events as tokens arrive.
 
+    ``tools`` (agent requests, ``serving_sim._agent``): ``spec`` is the composed tool-call language, and
+    the engine serves it in the switch's two grammars, swapping the matcher to the chosen tool's
+    arguments grammar when its name completes. ``jump_forward`` appends the tokens of the grammar's
+    forced text after each sampled token (without a model call), streamed as they are appended.
+
     ``finish_within_max_tokens`` (constrained requests only; opt-in) makes every output end with EOS
     within ``max_tokens``: each step's mask also drops the tokens after which the spec can no longer
     be finished in the tokens left (the reference's exact token budget, ``serving_sim._budget``), so
@@ -53,6 +59,8 @@ class Request:
     speculative: int = 0
     request_id: str = ""
     finish_within_max_tokens: bool = False
+    tools: ToolSwitch | None = None
+    jump_forward: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt", tuple(int(t) for t in self.prompt))

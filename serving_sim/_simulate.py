@@ -6,6 +6,10 @@ replicas behind one grammar service would; requests arrive over time, some are c
 preempted, and every trace record goes to one :class:`InvariantChecker`. The report carries the
 metrics of docs/design.md §5 and every violation seen; :func:`exit_code` is 1 when there is any
 violation, else 0.
+
+``workload="agent"`` runs the tool-call workload instead (``_agent``, ``agent_workload``): one engine
+over the tool-call vocabulary (special tokens added), a model that reaches for the trigger token, and
+the agent faults of :data:`~serving_sim._faults.AGENT_FAULTS` available besides :data:`FAULTS`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Literal
 from props.contract.backend import Backend
 from refdecoder import JsonProfile, Spec
 
+from ._agent import ToolCallingModel, agent_draft, agent_vocabulary
 from ._caches import CompileCache
 from ._checker import InvariantChecker, Violation
 from ._engine import Engine, EngineConfig
@@ -26,7 +31,14 @@ from ._faults import check_faults
 from ._metrics import Metrics
 from ._models import AdversarialModel, Model, TinyLlamaModel
 from ._request import RequestHandle
-from ._workload import Arrival, available_specs, candidate_specs, default_vocabularies, make_workload
+from ._workload import (
+    Arrival,
+    agent_workload,
+    available_specs,
+    candidate_specs,
+    default_vocabularies,
+    make_workload,
+)
 
 __all__ = ["SimulationReport", "run_simulation", "format_report", "exit_code"]
 
@@ -92,6 +104,7 @@ def run_simulation(
     kv_budget_tokens: int = 160,
     resume_mode: Literal["replay", "snapshot"] = "replay",
     max_steps: int = 2_000,
+    workload: Literal["mixed", "agent"] = "mixed",
 ) -> SimulationReport:
     """Run a mixed workload of ``requests`` requests on ``backend`` and check every serving invariant.
 
@@ -100,8 +113,17 @@ def run_simulation(
     ``seed`` (wall-clock metrics aside).
     """
     active = check_faults(([fault] if fault else []) + list(faults))
-    vocabs = list(vocabularies) if vocabularies is not None else default_vocabularies()
-    chosen, skipped = available_specs(specs if specs is not None else candidate_specs(_json_profile(backend)))
+    agent = workload == "agent"
+    chosen: list[Spec]
+    skipped: list[str]
+    if agent:
+        vocabs = list(vocabularies)[:1] if vocabularies is not None else [agent_vocabulary()]
+        chosen, skipped = [], []
+    else:
+        vocabs = list(vocabularies) if vocabularies is not None else default_vocabularies()
+        chosen, skipped = available_specs(
+            specs if specs is not None else candidate_specs(_json_profile(backend))
+        )
     checker = InvariantChecker()
     cache = CompileCache()
     engines: list[Engine] = []
@@ -113,11 +135,29 @@ def run_simulation(
             resume_mode=resume_mode,
             seed=seed,
         )
-        mdl = _model(model, vocab, seed, i)
-        engines.append(
-            Engine(mdl, backend, vocab, config, faults=active, observers=[checker], compile_cache=cache)
+        mdl = (
+            ToolCallingModel(vocab, seed=seed)
+            if agent and model == "adversarial"
+            else _model(model, vocab, seed, i)
         )
-    arrivals = make_workload(seed, requests, vocabs, chosen, max_tokens=max_tokens)
+        draft = agent_draft(mdl, seed + 1) if agent else None
+        engines.append(
+            Engine(
+                mdl,
+                backend,
+                vocab,
+                config,
+                faults=active,
+                observers=[checker],
+                compile_cache=cache,
+                draft=draft,
+            )
+        )
+    arrivals = (
+        agent_workload(seed, requests, vocabs[0], max_tokens=max_tokens)
+        if agent
+        else make_workload(seed, requests, vocabs, chosen, max_tokens=max_tokens)
+    )
     t0 = time.perf_counter()
     handles, steps = _drive(engines, arrivals, max_steps)
     wall = time.perf_counter() - t0

@@ -5,6 +5,11 @@ live in (beams, ``n > 1``, speculation, a stream of multi-byte text, a tiny ``ma
 preemption, a cancellation, the same spec on both vocabularies, a refused request, and
 ``finish_within_max_tokens`` requests with ``max_tokens`` at or just above their spec's shortest
 output, one of them too short to fit) — followed by random requests that mix them.
+
+:func:`agent_workload` is the tool-call counterpart (``_agent``): every request calls one of several
+tools over a vocabulary with special tokens, its grammar switched when the tool is chosen, with the
+same coverage (beams, ``n > 1``, speculation across the tag boundary, jump-forward streams,
+preemption, cancellation).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import refdecoder
 from refdecoder import Choice, Gbnf, JsonProfile, JsonSchema, Regex, Spec
 from refdecoder.sampler import SamplingParams
 
+from ._agent import AGENT_TOOLS, agent_params, special_ids, tool_call_specs
 from ._request import Request
 
 __all__ = [
@@ -28,6 +34,7 @@ __all__ = [
     "permuted_vocabulary",
     "default_vocabularies",
     "make_workload",
+    "agent_workload",
     "shortest_output",
 ]
 
@@ -267,3 +274,65 @@ def _fitting(specs: Sequence[Spec], kind: type, vocabulary: Any, cap: int) -> tu
 
 def _non_ascii(spec: Spec) -> bool:
     return any(ord(ch) > 127 for ch in repr(spec))
+
+
+def agent_workload(
+    seed: int, count: int, vocabulary: Any, *, max_tokens: int = 32, tools: Sequence[Any] = AGENT_TOOLS
+) -> list[Arrival]:
+    """``count`` tool-call arrivals (at least the coverage block) for one engine over ``vocabulary``,
+    which must have the tool-call special tokens (``agent_vocabulary``). Each request offers all of
+    ``tools``, two of them, or one (whose name jump-forward may then emit whole)."""
+    rng = random.Random(seed)
+    names = special_ids(vocabulary)
+    offers = [
+        tool_call_specs(tools, names),
+        tool_call_specs(tools[:2], names),
+        tool_call_specs(tools[:1], names),
+    ]
+    ids = [i for i, b in enumerate(vocabulary.token_bytes) if b is not None and b.isascii() and b.strip()]
+
+    def prompt() -> tuple[int, ...]:
+        return tuple(ids[(seed + 11 * k) % len(ids)] for k in range(3)) + tuple(
+            rng.choice(ids) for _ in range(rng.randint(1, 3))
+        )
+
+    def req(offer: int, params: SamplingParams, **options: Any) -> Request:
+        composed, switch = offers[offer]
+        options.setdefault("max_tokens", max_tokens)
+        return Request(prompt(), composed, params, tools=switch, **options)
+
+    greedy, hot = SamplingParams(temperature=0.0), SamplingParams(temperature=1.0)
+    out = [
+        # beams across the tag boundary, preempted mid-search (resume replays through the switch)
+        Arrival(0, 0, req(0, greedy, beam_width=3), preempt_after=2),
+        Arrival(1, 0, req(1, hot, beam_width=2)),
+        # n > 1: samples that may choose different tools; jump-forward streams
+        Arrival(0, 0, req(0, hot, n=2, stream=True, jump_forward=True), preempt_after=3),
+        # speculative drafts across the trigger, the name, the delimiter and the end token
+        Arrival(0, 0, req(0, hot, speculative=3, stream=True, jump_forward=True)),
+        Arrival(1, 0, req(1, hot, speculative=4)),
+        Arrival(1, 0, req(1, greedy, speculative=4)),
+        Arrival(3, 0, req(1, hot, speculative=5, stream=True)),
+        Arrival(2, 0, req(0, greedy, speculative=2, jump_forward=True)),
+        # one tool: after the trigger its whole name is certain
+        Arrival(1, 0, req(2, hot, stream=True, jump_forward=True)),
+        Arrival(2, 0, req(2, hot, n=2, speculative=3, jump_forward=True), preempt_after=2),
+        # cancelled mid-call
+        Arrival(2, 0, req(0, hot, stream=True, jump_forward=True), cancel_at=6),
+    ]
+    for _ in range(max(0, count - len(out))):
+        shape = rng.random()
+        options: dict[str, Any] = {"stream": rng.random() < 0.6, "jump_forward": rng.random() < 0.6}
+        if shape < 0.2:
+            options = {"beam_width": rng.choice([2, 3])}
+        elif shape < 0.4:
+            options["n"] = 2
+        elif shape < 0.7:
+            options["speculative"] = rng.choice([2, 3, 4])
+        step = rng.randint(0, max(1, count // 2))
+        preempt = rng.randint(1, 5) if rng.random() < 0.2 else None
+        out.append(
+            Arrival(step, 0, req(rng.randrange(3), agent_params(rng), **options), preempt_after=preempt)
+        )
+    out.sort(key=lambda a: a.step)
+    return out

@@ -181,6 +181,7 @@ SIMULATION_INVARIANTS: dict[str, str] = {
     "kv": "KV handles hold exactly each sequence's tokens",
     "isolation": "the compile cache never serves a grammar compiled for another vocabulary",
     "backend_error": "no output finishes with a backend error",
+    "jump_forward": "jump-forward appends only tokens spelling bytes the grammar forces: text streamed once certain",
     "budget": (
         "a finish_within_max_tokens request keeps only tokens that can still end in time, never finishes "
         "length, and is admitted exactly when its spec's shortest output fits"
@@ -203,6 +204,7 @@ SIMULATION_FINDING: dict[str, Invariant] = {
     "kv": Invariant.FORK,
     "isolation": Invariant.DETERMINISM,
     "backend_error": Invariant.CRASH,
+    "jump_forward": Invariant.JUMP_FORWARD,
     "budget": Invariant.LIVENESS,
     "backend:soundness": Invariant.SOUNDNESS,
     "backend:completeness": Invariant.COMPLETENESS_TOKEN,
