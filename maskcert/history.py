@@ -30,13 +30,15 @@ What a history says (``history.json``, rendered as ``history.md``)::
      "regressions": [{"feature", "from", "to", "before", "after", "new_defects": [id], "link"}],
      "defects": [{"id", "invariant", "summary", "features", "present": [version], "in_newest",
                   "first_bad", "first_fixed", "exact_bounds", "bisect"?, "link", "repro"}],
-     "bisect"?: {"budget_s", "spent_s", "bisected", "not_bisected": {why: n}},
+     "bisect"?: {"budget_s", "spent_s", "bisected", "reused", "not_bisected": {why: n}},
      "interrupted"?: signal name}
 
-* A **regression** is a cell that gains a kind of wrong from one release run to the next: an
-  ``exact`` cell that is not any more (a defect status, ``refused``, ``crash`` or ``limits``), an
-  ``incomplete`` one that becomes unsound, and so on (:func:`is_regression`); new defect signatures
-  in a cell already wrong the same way are listed with it but are not a regression. ``not_run``, ``internal_error`` and
+* A **regression** is a cell that gets worse from one release run to the next: an ``exact`` cell that
+  is not any more (a defect status, ``refused``, ``crash`` or ``limits``), or a checked cell that gains
+  a kind of wrong (``incomplete`` that becomes unsound, anything that starts crashing):
+  :func:`is_regression`. A cell that was ``refused`` or crashed had nothing checked, so what shows
+  after it is newly checked, not a regression; new defect signatures in a cell already wrong the same
+  way are listed with it but are not a regression either. ``not_run``, ``internal_error`` and
   ``not_decided`` are not verdicts on the engine and never count.
 * A **defect** is a signature (:func:`props.checks.defects.signature`; its id depends on the signature
   alone, so it is the same defect in every release). ``first_bad`` is the first release showing it and
@@ -286,30 +288,37 @@ def _defect_ids(cell: Mapping[str, Any] | None) -> set[str]:
     return {str(d["id"]) for d in (cell or {}).get("defects", [])}
 
 
-#: What is wrong in a cell of each status: a regression is a cell that gains one of these.
+#: The kinds of wrong a checked cell can show; a regression is a cell that gains one.
 _WRONG: dict[str, frozenset[str]] = {
     "exact": frozenset(),
-    "refused": frozenset({"refused"}),
     "unsound": frozenset({"unsound"}),
     "incomplete": frozenset({"incomplete"}),
     "unsound+incomplete": frozenset({"unsound", "incomplete"}),
-    "crash": frozenset({"crash"}),
     "limits": frozenset({"limits"}),
 }
+#: Statuses that hid the engine's verdict (nothing was checked): what shows after them is newly
+#: checked, not a regression.
+_HIDDEN = frozenset({"refused", "crash"})
 
 
 def is_regression(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
-    """Whether a cell got worse from ``before`` to ``after`` (module doc): it gains a kind of wrong it
-    did not have — an ``exact`` cell that is no longer exact, an ``incomplete`` one that becomes
-    unsound, a feature now refused or crashing; never when either side is not a verdict. A new
-    defect signature in a cell already wrong the same way is listed but is no regression: which
-    signatures a walk certifies first varies with everything before it."""
+    """Whether a cell got worse from ``before`` to ``after`` (module doc): an ``exact`` cell that is no
+    longer exact (a defect, a crash, a refusal: the feature is gone), or a checked cell that gains a
+    kind of wrong (``incomplete`` that becomes unsound, anything that starts crashing). Never when
+    either side is not a verdict, nor from ``refused`` or ``crash`` (nothing was checked there: what
+    shows now was hidden, the feature is newly checked). A new defect signature in a cell already
+    wrong the same way is listed but is no regression: which signatures a walk certifies first varies
+    with everything before it."""
     if before is None or after is None:
         return False
     b, a = str(before["status"]), str(after["status"])
-    if b in NOT_VERDICTS or a in NOT_VERDICTS:
+    if b in NOT_VERDICTS or a in NOT_VERDICTS or b in _HIDDEN:
         return False
-    return bool(_WRONG.get(a, frozenset({a})) - _WRONG.get(b, frozenset({b})))
+    if b == "exact":
+        return a != "exact"
+    if a == "crash":
+        return True
+    return bool(_WRONG.get(a, frozenset()) - _WRONG[b])
 
 
 def _engine_cells(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -744,6 +753,7 @@ class Bisector:
         self.budget_s, self.progress = budget_s, progress
         self.spent_s = 0.0
         self.bisected = 0
+        self.reused = 0
         self.not_bisected: dict[str, int] = {}
 
     def _skip(self, why: str) -> None:
@@ -759,6 +769,18 @@ class Bisector:
         if not defect.get("repro") or not script.is_file():
             self._skip("no reproducer")
             return None
+        # A bisection is kept beside the releases (bisect/<defect>_<lo>_<hi>.json with its reproducer's
+        # digest): a later history run of the same releases reads it instead of running it again.
+        digest = hashlib.sha256(script.read_bytes()).hexdigest()[:16]
+        kept = self.root / "bisect" / f"{defect['id']}_{lo}_{hi}.json"
+        if kept.is_file():
+            try:
+                saved = json.loads(kept.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                saved = {}
+            if saved.get("repro_digest") == digest and saved.get("versions") == [lo, *between, hi]:
+                self.reused += 1
+                return dict(saved["result"])
         if self.budget_s is not None and self.spent_s >= self.budget_s:
             self._skip("bisect budget spent")
             return None
@@ -776,13 +798,23 @@ class Bisector:
         )
         self.spent_s += time.monotonic() - started
         self.bisected += 1
-        return result.to_json()
+        data = result.to_json()
+        if result.interrupted is None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(
+                json.dumps(
+                    {"repro_digest": digest, "versions": [lo, *between, hi], "result": data}, indent=1
+                ),
+                encoding="utf-8",
+            )
+        return data
 
     def summary(self) -> dict[str, Any]:
         return {
             "budget_s": self.budget_s,
             "spent_s": round(self.spent_s, 1),
             "bisected": self.bisected,
+            "reused": self.reused,
             "not_bisected": dict(self.not_bisected),
         }
 

@@ -156,6 +156,10 @@ def test_regression_rule() -> None:
     assert not is_regression(bad, exact) and not is_regression(worse, bad) and not is_regression(bad, bad)
     # Another signature of a wrong the cell already had is listed, not a regression.
     assert not is_regression(bad, worse) and not is_regression(unsound, bad)
+    # Refused or crashing cells had nothing checked: what shows after them is newly checked.
+    refused, crash = {"status": "refused", "defects": []}, {"status": "crash", "defects": [{"id": "D9"}]}
+    assert not is_regression(refused, unsound) and not is_regression(crash, bad)
+    assert is_regression(bad, crash) and not is_regression(bad, refused) and not is_regression(crash, refused)
     # Not verdicts on the engine: never a regression.
     for other in ("not_run", "internal_error", "not_decided"):
         assert not is_regression(exact, {"status": other, "defects": []})
@@ -192,3 +196,39 @@ def test_cli_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert "NAME==VERSION" in capsys.readouterr().err
     assert main(["matrix", "--versions", "xgrammar", "--backend", "x", "--out", str(tmp_path)]) == 2
     assert main(["site", str(tmp_path / "site"), str(tmp_path / "no-such-history")]) == 2
+
+
+def test_bisections_are_kept_and_bounded_by_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import maskcert.bisect as bisect_module
+    from maskcert.bisect import BisectResult, Run
+    from maskcert.history import Bisector
+
+    script = tmp_path / "releases" / "0.2.9" / "repro" / "D1.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("raise SystemExit(1)\n", encoding="utf-8")
+    calls: list[list[str]] = []
+
+    def fake(name: str, repro: Path, versions: list[str], **kw: Any) -> BisectResult:
+        calls.append(list(versions))
+        r = BisectResult(name, str(repro), list(versions))
+        r.runs = {v: Run(v, "present" if v != versions[0] else "absent", 1, "") for v in versions}
+        r.transitions = [(versions[0], versions[1], "introduced")]
+        return r
+
+    monkeypatch.setattr(bisect_module, "bisect", fake)
+    defect = {"id": "D1", "repro": "releases/0.2.9/repro/D1.py"}
+    b = Bisector("xgrammar", "xgrammar", tmp_path, budget_s=100.0)
+    first = b(defect, "0.1.17", "0.2.9", ["0.1.18"])
+    again = Bisector("xgrammar", "xgrammar", tmp_path, budget_s=100.0)
+    assert again(defect, "0.1.17", "0.2.9", ["0.1.18"]) == first and first is not None
+    assert first["first_showing"] == "0.1.18" and len(calls) == 1
+    assert again.summary()["reused"] == 1 and again.summary()["bisected"] == 0
+    # Another reproducer is another bisection; past the budget none runs, and the summary says why.
+    script.write_text("raise SystemExit(0)\n", encoding="utf-8")
+    spent = Bisector("xgrammar", "xgrammar", tmp_path, budget_s=0.0)
+    assert spent(defect, "0.1.17", "0.2.9", ["0.1.18"]) is None
+    assert spent.summary()["not_bisected"] == {"bisect budget spent": 1}
+    assert spent({"id": "D2"}, "0.1.17", "0.2.9", []) is None
+    assert spent.summary()["not_bisected"]["no reproducer"] == 1
