@@ -29,7 +29,7 @@ What a history says (``history.json``, rendered as ``history.md``)::
      "cells": {feature: [{"version", "status", "defects": [id]}]},        # one entry per release
      "regressions": [{"feature", "from", "to", "before", "after", "new_defects": [id], "link"}],
      "defects": [{"id", "invariant", "summary", "features", "present": [version], "in_newest",
-                  "first_bad", "first_fixed", "exact_bounds", "bisect"?, "link", "repro"}],
+                  "first_bad", "first_fixed", "exact_bounds", "bisect"?, "reproduced"?, "link", "repro"}],
      "bisect"?: {"budget_s", "spent_s", "bisected", "reused", "not_bisected": {why: n}},
      "interrupted"?: signal name}
 
@@ -46,7 +46,10 @@ What a history says (``history.json``, rendered as ``history.md``)::
   still shows it). Both are read off the releases run; where releases between two run ones were not
   sampled, the defect's reproducer is bisected over them (:func:`maskcert.bisect.bisect`, once per
   signature and transition) and ``exact_bounds`` says whether each bound is exact: a release run, or
-  a bisection that found the adjacent pair.
+  a bisection that found the adjacent pair. A matrix that does not show a defect has not proved it
+  fixed (its walks may have certified other signatures first): where the reproducer still shows it in
+  the release the matrices called fixed (or before the one they called first), the bound moves and
+  ``reproduced`` lists those releases.
 
 ``diff(A, B)`` compares two matrices cell by cell (the same feature ids): each changed cell with both
 statuses, the defects that appeared (with the proof in B's report) and disappeared (with the proof in
@@ -561,11 +564,14 @@ def build_history(
             res = bisector(entry, before_first, first_bad, between)
             if res is not None:
                 bisects.append(res)
-                if res.get("first_showing") and any(
-                    t["kind"] == "introduced" for t in res.get("transitions", [])
-                ):
+                verdict = {r["version"]: r["verdict"] for r in res.get("runs", [])}
+                if any(t["kind"] == "introduced" for t in res.get("transitions", [])):
                     entry["first_bad"] = res["first_showing"]
                     exact["first_bad"] = True
+                elif verdict.get(before_first) == "present":
+                    # The reproducer shows it where the matrix did not certify it: older than it said.
+                    entry["first_bad"] = before_first
+                    entry.setdefault("reproduced", []).append(before_first)
         if after_last is not None:
             exact["first_fixed"] = index[after_last] - index[last_bad] == 1
             if not exact["first_fixed"] and bisector is not None:
@@ -573,7 +579,14 @@ def build_history(
                 res = bisector(entry, last_bad, after_last, between)
                 if res is not None:
                     bisects.append(res)
-                    if res.get("first_fixing"):
+                    verdict = {r["version"]: r["verdict"] for r in res.get("runs", [])}
+                    if verdict.get(after_last) == "present":
+                        # Not fixed: that release's walks certified other signatures first, its
+                        # reproducer still shows this one.
+                        entry["first_fixed"] = None
+                        entry.setdefault("reproduced", []).append(after_last)
+                        entry["in_newest"] = entry["in_newest"] or after_last == newest
+                    elif res.get("first_fixing"):
                         entry["first_fixed"] = res["first_fixing"]
                         exact["first_fixed"] = True
         entry["exact_bounds"] = exact
@@ -648,6 +661,8 @@ def render_history_markdown(data: Mapping[str, Any]) -> str:
             else ("" if d["exact_bounds"]["first_bad"] else " (or earlier)")
         )
         ff = (d["first_fixed"] or "not yet") + ("" if d["exact_bounds"]["first_fixed"] else " (or earlier)")
+        if d.get("reproduced"):
+            ff += f" (its reproducer still shows it in {', '.join(d['reproduced'])})"
         lines.append(
             f"| [{d['id']}]({d['link']}) | {d['invariant']} | {', '.join(d['features'][:3])} | {fb} | {ff} | "
             f"{str(d['summary'])[:120]} |"

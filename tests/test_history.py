@@ -232,3 +232,31 @@ def test_bisections_are_kept_and_bounded_by_their_budget(
     assert spent.summary()["not_bisected"] == {"bisect budget spent": 1}
     assert spent({"id": "D2"}, "0.1.17", "0.2.9", []) is None
     assert spent.summary()["not_bisected"]["no reproducer"] == 1
+
+
+def test_a_reproducer_that_still_shows_the_defect_moves_the_bound(hist: tuple[Path, dict[str, Any]]) -> None:
+    """The matrices do not show 0.1.19's defects in 0.2.9, but a bisection over the unsampled 0.2.0 runs
+    their reproducer and finds them still there: not fixed, and counted in the newest release."""
+    out, _ = hist
+    runs = [
+        ReleaseRun(v, out / "releases" / v, load_matrix(out / "releases" / v), True)
+        for v in ("0.1.17", "0.1.19", "0.2.9")
+    ]
+    span = ["0.1.17", "0.1.18", "0.1.19", "0.2.0", "0.2.9"]
+
+    def bisector(defect: Any, lo: str, hi: str, between: Any) -> dict[str, Any]:
+        vs = [lo, *between, hi]
+        return {
+            "first_showing": lo,
+            "first_fixing": None,
+            "transitions": [],
+            "runs": [{"version": v, "verdict": "present"} for v in vs],
+        }
+
+    h = build_history("xgrammar", "xgrammar", None, span, runs, out, bisector=bisector)
+    unsound = [d for d in h.data["defects"] if d["invariant"] == "soundness"]
+    assert unsound
+    for d in unsound:
+        assert d["first_fixed"] is None and d["in_newest"] and "0.2.9" in d["reproduced"]
+        # and the reproducer showed it in 0.1.17 too, where the matrix did not: older than it said
+        assert d["first_bad"] == "0.1.17" and "0.1.17" in d["reproduced"]
