@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -169,7 +170,7 @@ def test_report_shows_coverage_per_spec() -> None:
     }
     md = render_markdown(report)
     section = md.split("## Coverage per spec", 1)[1].split("\n## ", 1)[0]
-    assert "| s1 | bpe | 30/40 (75%) | 15/20 (75%) | 6/6 (100%) | 2 | key:escape-u3 |" in section
+    assert "| s1 | bpe | 30/40 (75%) | 15/20 (75%) | 6/6 (100%) | 2 | 0 | - | key:escape-u3 |" in section
     assert "regex" not in section
     assert "Coverage per spec" in render_html(report)
     assert "Coverage per spec" not in render_markdown(
@@ -195,3 +196,25 @@ def test_known_defect_predicates_tell_defects_on_one_spec_apart() -> None:
     assert kd.matches(cannot_stop, stop) and not kd.matches(trailing_zero, stop)
     assert kd.matches(trailing_zero, zero) and not kd.matches(cannot_stop, zero)
     assert not kd.matches(exponent, stop) and not kd.matches(exponent, zero)
+
+
+def test_string_walks_reach_escapes_and_utf8_states_no_walk_compared() -> None:
+    """On a BPE vocabulary a canonical walk takes ``\\u00e9`` and ``é`` whole; the string walks split
+    those strings byte by byte so the escape and UTF-8 states are compared, and say so."""
+    from maskcert.certification import load_vocabularies, resolve_backend
+    from props.checks.invariants import Target, prepare
+    from props.checks.lexemes import _boundaries, lexeme_targets, string_walks
+
+    schema = {"type": "object", "properties": {"k\\u00e9": {"type": "string"}}}
+    t = prepare(resolve_backend("reference"), _spec(schema), load_vocabularies(["bpe"])[0])
+    assert isinstance(t, Target)
+    text = '{"ké":"caf\\u00e9 ünï"}'.encode()
+    ids = t.vocab.index.fewest_tokens(text)
+    assert ids is not None
+    universe = lexeme_targets(text, None)
+    covered = lexeme_targets(text, _boundaries(t, [int(i) for i in ids]))
+    assert universe - covered, "the canonical walk should skip some inner states on a BPE vocabulary"
+    before = set(covered)
+    assert string_walks(t, [text], universe, covered, limit=4, until=time.monotonic() + 30) == []
+    assert covered >= universe and covered > before
+    assert t.instances["valid/lexeme-walks"] == 1

@@ -21,6 +21,9 @@ digit, one digit past a ``maximum``'s spelling, at ``1.25`` of an ``enum`` that 
   validator agree: valid ones are walked with masks compared at every byte of the number (so every
   boundary point of the spelling is compared), invalid ones must not finish. A disagreement is a
   self-check note, never an instance. Candidates that add the most targets not yet compared go first.
+* **String and key states** (:func:`string_walks`): the valid texts holding an escape, a partial
+  ``\\u`` or a UTF-8 sequence whose inner states no walk compared are walked again with a token
+  boundary at every byte of those strings, most uncovered states first.
 * **Steering around what is known** (:func:`steered`): a loud defect (``\\u`` escapes in keys blocked,
   raw control bytes, long whitespace) met earlier on the spec would end every walk built on a text
   that contains it before the number is reached. Number instances are therefore built on valid texts
@@ -61,6 +64,7 @@ __all__ = [
     "number_instances",
     "number_targets_enabled",
     "number_variants",
+    "string_walks",
 ]
 
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -409,18 +413,75 @@ def _weight(new: set[str]) -> int:
 
 def _walk_ids(t: Target, inst: NumberInstance) -> list[int] | None:
     """Tokens of a valid instance with a token boundary at every byte of its number."""
-    head = t.vocab.index.fewest_tokens(inst.data[: inst.start]) if inst.start else []
-    tail = t.vocab.index.fewest_tokens(inst.data[inst.end :]) if inst.end < len(inst.data) else []
-    mid: list[int] = []
-    for b in inst.data[inst.start : inst.end]:
-        one = t.vocab.index.fewest_tokens(bytes([b]))
-        if one is None or len(one) != 1:
-            whole = t.vocab.index.fewest_tokens(inst.data)
-            return None if whole is None else [int(i) for i in whole]
-        mid.append(int(one[0]))
-    if head is None or tail is None:
+    return _ids_through(t, inst.data, [(inst.start, inst.end)], fallback=True)
+
+
+def _ids_through(
+    t: Target, data: bytes, spans: Sequence[tuple[int, int]], *, fallback: bool = False
+) -> list[int] | None:
+    """Tokens of ``data`` with a token boundary at every byte inside ``spans`` (sorted, disjoint) and
+    the fewest tokens elsewhere; where some byte there has no one-byte token, the fewest tokens of the
+    whole text when ``fallback``, else None."""
+    out: list[int] = []
+    at = 0
+    for start, end in spans:
+        head = t.vocab.index.fewest_tokens(data[at:start]) if start > at else []
+        if head is None:
+            return None
+        out += map(int, head)
+        for b in data[start:end]:
+            one = t.vocab.index.fewest_tokens(bytes([b]))
+            if one is None or len(one) != 1:
+                if not fallback:
+                    return None
+                whole = t.vocab.index.fewest_tokens(data)
+                return None if whole is None else [int(i) for i in whole]
+            out.append(int(one[0]))
+        at = end
+    tail = t.vocab.index.fewest_tokens(data[at:]) if at < len(data) else []
+    if tail is None:
         return None
-    return [*map(int, head), *mid, *map(int, tail)]
+    return [*out, *map(int, tail)]
+
+
+def string_walks(
+    t: Target,
+    walked: Sequence[bytes],
+    universe: set[str],
+    covered: set[str],
+    *,
+    limit: int,
+    until: float,
+) -> list[Finding]:
+    """Walks aimed at the string and key lexeme states no walk compared yet (escapes, ``\\u`` digits,
+    the middle of a UTF-8 sequence by its length): the valid texts that hold such a state, most of them
+    first, each walked with a token boundary at every byte of those strings; ``covered`` grows with
+    what they reach. At most ``limit`` walks, until ``until`` (``time.monotonic()``)."""
+    found: list[Finding] = []
+    pool = []
+    for d in walked:
+        spans = [
+            (s, e)
+            for kind, s, e in _spans(d)
+            if kind != "number" and lexeme_targets(d, range(s + 1, e + 1)) - covered
+        ]
+        if spans:
+            pool.append((d, spans, lexeme_targets(d, None) & universe))
+    made = 0
+    while pool and made < limit and time.monotonic() <= until:
+        pool.sort(key=lambda x: -len(x[2] - covered))
+        d, spans, gain = pool.pop(0)
+        if not gain - covered:
+            break
+        ids = _ids_through(t, d, spans)
+        if ids is None:
+            continue
+        made += 1
+        t.instances["valid/lexeme-walks"] += 1
+        with _own_certificates(t):
+            found += check_walk(t, ids, "lexeme")
+        covered |= lexeme_targets(d, _boundaries(t, ids))
+    return found
 
 
 def check_numbers(
@@ -508,6 +569,8 @@ def check_numbers(
                 + (f" ({', '.join(only[:4])}{' ...' if len(only) > 4 else ''})" if only else "")
             )
         covered |= by_steering
+        # Then the string and key states still not compared, with what is left of the step's time.
+        found += string_walks(t, walked, universe, covered, limit=half, until=until)
         # The profile's phases (report.json ``profile.phases_s``): how much of this step the engine took.
         engine = (sum(t.timings["backend_mask_ms"]) - engine_ms) / 1000
         t.phases["number instances: engine masks"] = (
