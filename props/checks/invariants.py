@@ -1045,7 +1045,10 @@ def adversarial_walk(
     t: Target, pick: Callable[[Target, list[int]], int], max_steps: int = 40
 ) -> list[Finding]:
     """Let the backend choose among its own allowed tokens (through ``pick``), masks compared at
-    every step; stops at EOS, at the first token the reference rejects, or after ``max_steps``."""
+    every step; stops at EOS, where the two masks share no token, or after ``max_steps``. A token the
+    backend allows and the reference rejects is reported by the step's comparison and the walk goes
+    on past it with a token both allow (``instances["adversarial/steered-past-soundness"]``): the
+    defects behind a known soundness defect are reached too."""
     found: list[Finding] = []
     ids: list[int] = []
     pending: int | None = None  # the token being accepted when a backend exception happened
@@ -1061,7 +1064,15 @@ def adversarial_walk(
                 break
             tok = int(pick(t, allowed))
             if _rejected(r.accept(tok)):
-                break  # compare_step has reported it (soundness or eos)
+                # compare_step has reported it (soundness or eos). Steer past it: choose again among
+                # the tokens both sides allow, so the walk reaches what lies behind a known defect.
+                both = np.flatnonzero(bits & t.reference_mask(r)).tolist()
+                if not both:
+                    break
+                t.instances["adversarial/steered-past-soundness"] += 1
+                tok = int(pick(t, both))
+                if _rejected(r.accept(tok)):
+                    raise ValueError(f"token {tok} is in the reference's mask but its accept() rejects it")
             pending = tok
             if _rejected(m.accept(tok)):
                 found.append(
