@@ -192,7 +192,6 @@ def _cmd_matrix_history(args: argparse.Namespace) -> int:
             seed=args.seed,
             budget_s=args.budget,
             shard=shard,
-            bisect_bounds=args.bisect_budget > 0,
             bisect_budget_s=args.bisect_budget,
             progress=say,
         )
@@ -1023,7 +1022,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=900.0,
         help="with --versions: seconds for bisecting defect bounds over releases not sampled (default 900; "
-        "0 turns it off)",
+        "0: only the bisections an earlier run kept)",
     )
     mx.add_argument(
         "--diff",
