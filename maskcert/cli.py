@@ -170,9 +170,15 @@ def _cmd_matrix_history(args: argparse.Namespace) -> int:
                 f"{data['a']} -> {data['b']}: {data['features']} features, {len(data['changed'])} changed, "
                 f"{data['regressions']} regression(s)"
             )
+            same = 0
             for c in data["changed"]:
+                if c["before"] == c["after"] and not c["regression"]:
+                    same += 1  # the same kind of wrong, other defect signatures certified first
+                    continue
                 flag = "REGRESSION " if c["regression"] else ""
                 print(f"  {flag}{c['feature']}: {c['before']} -> {c['after']}")
+            if same:
+                print(f"  {same} more with the same status and other defect signatures (diff.md lists them)")
             print(f"diff: {out / 'diff.md'}")
             return 1 if d.regressions else 0
         shard = None

@@ -421,7 +421,11 @@ def render_diff_markdown(data: Mapping[str, Any]) -> str:
     ]
     for title, rows in (
         ("Regressions", [c for c in data["changed"] if c["regression"]]),
-        ("Other changes", [c for c in data["changed"] if not c["regression"]]),
+        ("Status changes", [c for c in data["changed"] if not c["regression"] and c["before"] != c["after"]]),
+        (
+            "Same status, other defect signatures (which a walk certifies first varies with the release)",
+            [c for c in data["changed"] if not c["regression"] and c["before"] == c["after"]],
+        ),
     ):
         if not rows:
             continue
