@@ -1533,8 +1533,8 @@ def _profile(results: list[CaseResult], setup: dict[str, float], wall: float) ->
     masks and certificates are inside the walks and searches that need them). From each pair's
     clock (:mod:`props.checks.clock`, time inside the engine's calls apart): ``own_s`` and
     ``engine_s``, maskcert's and the engine's seconds per checked pair (median, p90, p95, max,
-    total), and ``split_s``, per exclusive phase the two summed over every pair (with
-    ``engine_calls``)."""
+    total), ``split_s``, per exclusive phase the two summed over every pair (with
+    ``engine_calls``), and ``per_spec``: each pair's ``engine_s`` and ``own_s``."""
     checked = sorted(r.seconds for r in results if r.status == "checked")
     phases: dict[str, float] = {}
     for r in results:
@@ -1575,6 +1575,11 @@ def _profile(results: list[CaseResult], setup: dict[str, float], wall: float) ->
         "engine_s": stats([c["engine_s"] for c in clocked]),
         "engine_calls": sum(c["engine_calls"] for c in clocked),
         "split_s": split.to_json()["phases"],
+        "per_spec": [
+            {"spec": r.spec, "tokenizer": r.tokenizer, **_seconds(r.clock)}
+            for r in results
+            if getattr(r, "clock", None)
+        ],
     }
 
 
@@ -1592,7 +1597,6 @@ def _instances(results: list[CaseResult]) -> dict[str, Any]:
                     "tokenizer": r.tokenizer,
                     "counts": dict(sorted(r.instances.items())),
                     "notes": r.instance_notes,
-                    **_seconds(getattr(r, "clock", None)),
                 }
             )
     return {"total": dict(sorted(total.items())), "per_spec": per_spec}

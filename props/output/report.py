@@ -168,7 +168,8 @@ OPTIONAL_FIELDS: dict[str, str] = {
     "internal_errors": "array of str: maskcert's own failures (exit code 3)",
     "resumed": "int: (spec, tokenizer) pairs taken from the checkpoint of a killed run (--resume)",
     "profile": "object: wall_s, setup_s (one-time costs), spec_s (median, p95, max, n seconds per pair), "
-    "phases_s (seconds per phase)",
+    "phases_s (seconds per phase), own_s / engine_s (maskcert's and the engine's seconds per pair), "
+    "per_spec (each pair's engine_s and own_s)",
     "limits_probes": "object: tokenizer, limit_s, curves (family, about, verdict, why, points of size, "
     "spec_bytes, seconds, outcome) when run with --limits-probes",
 }
@@ -868,9 +869,16 @@ def _ratio(counts: dict[str, Any], what: str) -> str:
 
 
 def _coverage_rows(report: ReportJSON) -> list[list[str]]:
-    """Rows for the coverage section: each spec/tokenizer with lexeme coverage measured."""
+    """Rows for the coverage section: each spec/tokenizer with lexeme coverage measured, and its
+    seconds inside the engine's calls and maskcert's own (``profile.per_spec``)."""
     rows = []
+    seconds = {
+        (str(x.get("spec")), str(x.get("tokenizer"))): x
+        for x in (report.get("profile") or {}).get("per_spec") or []
+        if "engine_s" in x
+    }
     for e in (report.get("instances") or {}).get("per_spec") or []:
+        t = seconds.get((str(e.get("spec", "")), str(e.get("tokenizer", ""))))
         counts = e.get("counts") or {}
         if "lexemes/targets-found" not in counts:
             continue
@@ -886,7 +894,7 @@ def _coverage_rows(report: ReportJSON) -> list[list[str]]:
                 _ratio(counts, "lexemes/constants"),
                 str(int(counts.get("lexemes/targets-steered-only", 0))),
                 str(int(counts.get("compare/steps-forced-skipped", 0))),
-                f"{_num(e['engine_s'])} / {_num(e['own_s'])}" if "engine_s" in e else "-",
+                f"{_num(t['engine_s'])} / {_num(t['own_s'])}" if t else "-",
                 _cut("; ".join(m for m in missed if m), 160),
             ]
         )
