@@ -248,10 +248,12 @@ def _qualified_first_bad(hist: Mapping[str, Any], d: Mapping[str, Any]) -> str:
 
 def _qualified_first_fixed(d: Mapping[str, Any]) -> str:
     ff = d.get("first_fixed")
+    # history.json's "reproduced": releases whose matrix did not show the defect but its reproducer did.
+    seen = f" (its reproducer still shows it in {', '.join(d['reproduced'])})" if d.get("reproduced") else ""
     if ff is None:
-        return "not yet"
+        return "not yet" + seen
     exact = (d.get("exact_bounds") or {}).get("first_fixed", True)
-    return str(ff) if exact else f"{ff} or earlier"
+    return (str(ff) if exact else f"{ff} or earlier") + seen
 
 
 def _cell(

@@ -175,10 +175,15 @@ def test_first_release_looked_at_is_said(site: tuple[Path, SiteResult], tmp_path
     shutil.copytree(history_dir, copy)
     data = json.loads((copy / "history.json").read_text(encoding="utf-8"))
     data["defects"][0]["first_bad"] = data["versions"][0]
+    # A defect the newest matrix did not show but its reproducer did (history.json "reproduced").
+    data["defects"][-1].update(first_fixed=None, reproduced=["0.2.9"])
     (copy / "history.json").write_text(json.dumps(data), encoding="utf-8")
     result = build_site([copy], tmp_path / "out")
-    row = parse(result.out / "engines" / "xgrammar.html").text_by_id[f"defect-{data['defects'][0]['id']}"]
-    assert f"{data['versions'][0]} (the first release looked at)" in row
+    rows = parse(result.out / "engines" / "xgrammar.html").text_by_id
+    assert (
+        f"{data['versions'][0]} (the first release looked at)" in rows[f"defect-{data['defects'][0]['id']}"]
+    )
+    assert "not yet (its reproducer still shows it in 0.2.9)" in rows[f"defect-{data['defects'][-1]['id']}"]
 
 
 def test_reproducers_are_linked_where_a_defect_has_one(site: tuple[Path, SiteResult], tmp_path: Path) -> None:
