@@ -630,20 +630,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from props.backends import load_backend
     from serving_sim import AGENT_FAULTS, FAULTS, exit_code, format_report, run_simulation
 
-    # The agent workload's own faults only it exposes (serving_sim._faults.AGENT_FAULTS).
-    known = {**FAULTS, **AGENT_FAULTS} if args.workload == "agent" else FAULTS
-    unknown = [f for f in args.fault if f not in known]
-    if unknown:
-        extra = (
-            " (and, with --workload agent, " + ", ".join(AGENT_FAULTS) + ")"
-            if args.workload != "agent"
-            else ""
-        )
-        print(
-            f"maskcert simulate: --fault {unknown[0]!r}: expected one of {', '.join(sorted(known))}{extra}",
-            file=sys.stderr,
-        )
-        return 2
     if args.list_faults:
         width = max(len(n) for n in {**FAULTS, **AGENT_FAULTS})
         for name, text in FAULTS.items():

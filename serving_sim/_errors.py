@@ -41,7 +41,7 @@ class SnapshotMismatch(ServingError, ValueError):
 class UnknownFault(ServingError, ValueError):
     """A fault name that :data:`serving_sim.FAULTS` does not list."""
 
-    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+    def __init__(self, name: str, known: tuple[str, ...], hint: str = "") -> None:
         self.name = name
         self.known = known
-        super().__init__(f"unknown fault {name!r}: expected one of {', '.join(known)}")
+        super().__init__(f"unknown fault {name!r}: expected one of {', '.join(known)}{hint}")

@@ -51,11 +51,18 @@ AGENT_FAULTS: dict[str, str] = {
 }
 
 
-def check_faults(names: Iterable[str]) -> frozenset[str]:
-    """The fault names as a set; :class:`UnknownFault` for a name not in :data:`FAULTS` or
-    :data:`AGENT_FAULTS`."""
+def check_faults(names: Iterable[str], *, agent: bool = True) -> frozenset[str]:
+    """The fault names as a set; :class:`UnknownFault` for a name not in :data:`FAULTS` (nor in
+    :data:`AGENT_FAULTS` when ``agent``: a workload without tool calls would switch an agent fault on
+    and never exercise it, so a run that cannot catch it refuses it)."""
+    known = (*FAULTS, *AGENT_FAULTS) if agent else tuple(FAULTS)
     out = frozenset(names)
     for name in sorted(out):
-        if name not in FAULTS and name not in AGENT_FAULTS:
-            raise UnknownFault(name, (*FAULTS, *AGENT_FAULTS))
+        if name not in known:
+            hint = (
+                " (an agent-workload fault: run_simulation(workload='agent'), maskcert simulate --workload agent)"
+                if name in AGENT_FAULTS
+                else ""
+            )
+            raise UnknownFault(name, known, hint)
     return out

@@ -112,8 +112,8 @@ def run_simulation(
     ``fault`` (or several in ``faults``) switches on named faults from :data:`FAULTS`. Deterministic by
     ``seed`` (wall-clock metrics aside).
     """
-    active = check_faults(([fault] if fault else []) + list(faults))
     agent = workload == "agent"
+    active = check_faults(([fault] if fault else []) + list(faults), agent=agent)
     chosen: list[Spec]
     skipped: list[str]
     if agent:

@@ -116,6 +116,9 @@ def test_agent_faults_are_separate_and_switchable() -> None:
         assert text and "\n" not in text, name
     with pytest.raises(serving_sim.UnknownFault, match="jump_forward_uncertain"):
         run_simulation(REFERENCE, fault="no_such_fault", requests=1, workload="agent")
+    # A mixed workload has no tool calls: an agent fault there would be switched on and never exercised.
+    with pytest.raises(serving_sim.UnknownFault, match="agent-workload fault"):
+        run_simulation(REFERENCE, fault="jump_forward_uncertain", requests=1)
 
 
 def test_switch_is_exact_on_hand_written_calls(vocab: Vocabulary, names: dict[str, int]) -> None:
