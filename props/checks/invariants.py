@@ -76,9 +76,9 @@ _COMPLETION_STEPS = 48  # tokens the backend may take to finish a soundness comp
 _SEGMENTATION_FORKS = 256  # backend forks when searching a segmentation of a witness
 UNDECIDED = "undecided"  # Target.validate: the independent validator cannot judge this output
 #: Where check_walk compares masks (Target.compare_at): at ``every`` step; only where the language
-#: ``branching``-s (the reference does not force the next bytes); ``auto``: every step until the
-#: engine's masks turn out slow (median of SLOW_MASK_SAMPLES or more at least SLOW_MASK_MS), then
-#: only where the language branches. At a forced step the token is still accepted by both sides,
+#: ``branching``-s (the reference does not force the next bytes); ``auto``: every step while the
+#: engine's masks are fast, only where the language branches while they are slow (the median of its
+#: latest SLOW_MASK_SAMPLES masks at least SLOW_MASK_MS). At a forced step the token is still accepted by both sides,
 #: so a rejected forced token is found; an extra token the engine allows there is not looked for.
 COMPARE_AT = ("every", "branching", "auto")
 SLOW_MASK_MS = 100.0
@@ -247,7 +247,8 @@ class Target:
         if self.compare_at == "every":
             return True
         if self.compare_at == "auto":
-            ms = self.timings["backend_mask_ms"]
+            # The latest masks only: a constant cost per step, where the whole list grows with the walk.
+            ms = self.timings["backend_mask_ms"][-SLOW_MASK_SAMPLES:]
             if len(ms) < SLOW_MASK_SAMPLES or float(np.median(ms)) < SLOW_MASK_MS:
                 return True
         if not r.forced_bytes() or r.is_accepting():
