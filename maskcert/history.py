@@ -87,6 +87,7 @@ __all__ = [
     "diff_releases",
     "is_regression",
     "load_matrix",
+    "engine_cells",
 ]
 
 #: Statuses that are not a verdict on the engine: a change to or from them is never a regression.
@@ -324,7 +325,7 @@ def is_regression(before: Mapping[str, Any] | None, after: Mapping[str, Any] | N
     return bool(_WRONG.get(a, frozenset()) - _WRONG[b])
 
 
-def _engine_cells(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def engine_cells(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """feature id -> cell of a one-engine matrix (the first engine's when it has several)."""
     engines = list(dict.fromkeys(c["engine"] for c in data["cells"]))
     if not engines:
@@ -366,7 +367,7 @@ def diff(a: Mapping[str, Any], b: Mapping[str, Any], *, a_base: str = "", b_base
                       "new_defects": [defect with link/repro into B], "gone_defects": [... into A]}],
          "regressions": n}
     """
-    ca, cb = _engine_cells(a), _engine_cells(b)
+    ca, cb = engine_cells(a), engine_cells(b)
     if not ca or not cb:
         raise HistoryError(f"--diff {_label(a)} {_label(b)}: expected two matrices with cells")
 
@@ -489,7 +490,7 @@ def build_history(
     root = Path(root)
     ran = [r.version for r in runs]
     base = {r.version: _rel(r, root) + "/" for r in runs}
-    cells_by = {r.version: _engine_cells(r.data) for r in runs}
+    cells_by = {r.version: engine_cells(r.data) for r in runs}
     feature_ids = list(dict.fromkeys(f["id"] for r in runs for f in r.data["features"]))
     cells: dict[str, list[dict[str, Any]]] = {}
     regressions: list[dict[str, Any]] = []

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from maskcert.history import engine_cells
 from maskcert.matrix import COLOURS, STATUSES
 from refdecoder.errors import MaskcertError
 
@@ -112,13 +113,6 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _matrix_cells(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """feature id -> cell of a one-engine matrix (the first engine's when it has several)."""
-    cells = data.get("cells") or []
-    engines = list(dict.fromkeys(c.get("engine") for c in cells))
-    return {str(c["feature"]): c for c in cells if engines and c.get("engine") == engines[0]}
-
-
 def _load_history(source: str | Path) -> _History:
     root = Path(source)
     path = root / "history.json"
@@ -148,7 +142,7 @@ def _load_history(source: str | Path) -> _History:
             )
         matrix = _read_json(root / rel / "matrix.json", "a maskcert matrix.json of the release")
         releases[str(r["version"])] = _Release(
-            str(r["version"]), rel, dict(r.get("counts") or {}), _matrix_cells(matrix)
+            str(r["version"]), rel, dict(r.get("counts") or {}), engine_cells(matrix)
         )
     return _History(root, data, releases)
 
