@@ -608,8 +608,8 @@ def render_markdown(report: ReportJSON) -> str:
     specs = report.get("specs", {})
     out.append("Specs: " + ", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS) + ".")
     out.append("")
-    if _time_line(report):
-        out += [_md(_time_line(report)), ""]
+    if line := _time_line(report):
+        out += [_md(line), ""]
     if _unfinished_rows(report):
         out += ["## Not checked", "", "`maskcert certify --resume DIR` checks these.", ""]
         out += [_md_table(["spec", "tokenizer"], [[_md(c) for c in r] for r in _unfinished_rows(report)]), ""]
@@ -1112,8 +1112,8 @@ def _html_summary(report: ReportJSON, findings: Sequence[FindingJSON]) -> list[s
         + _h(", ".join(f"{k.replace('_', ' ')} {specs.get(k, 0)}" for k in _SPEC_COUNTS))
         + ".</p>"
     )
-    if _time_line(report):
-        p.append(f"<p>{_h(_time_line(report))}</p>")
+    if line := _time_line(report):
+        p.append(f"<p>{_h(line)}</p>")
     return p
 
 
