@@ -2,8 +2,11 @@
 row per template × options — compiled or refused (reason), how many generated texts, how many the
 checker could not decide, how many disagreements — then each distinct disagreement in full.
 
-``python ci/toolcall_agreement.py [--template NAME ...] [--tools NAME ...] [--limit N] [--json FILE]``
-(exit 1 when there is a disagreement).
+``python ci/toolcall_agreement.py [--template NAME ...] [--tools NAME ...] [--limit N] [--json FILE]
+[--reading xgrammar|documented]`` (exit 1 when there is a disagreement). ``--reading`` is how the checker
+reads ``json_schema`` formats: ``xgrammar`` (the default: strict mode and asserted formats, the defaults
+xgrammar documents and the reading the reference takes) or ``documented`` (plain JSON Schema 2020-12,
+which differs from the reference by the divergences ``tests/test_structural_tag_agreement.py`` names).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from props.checks.structural_tags import Agreement, agreement
+from props.corpus.structural_tag_check import READINGS
 from props.corpus.toolcalls import load_snapshot
 
 
@@ -25,12 +29,17 @@ def main() -> int:
     ap.add_argument("--tools", action="append", help="only these tools lists (repeatable)")
     ap.add_argument("--limit", type=int, default=0, help="stop after N distinct tags (0: all)")
     ap.add_argument("--json", help="also write the rows and disagreements to this file")
+    ap.add_argument(
+        "--reading", choices=READINGS, default="xgrammar", help="the checker's json_schema reading"
+    )
     args = ap.parse_args()
     header, records = load_snapshot()
     names = {
         k: [t.get("function", t).get("name", t.get("type")) for t in v] for k, v in header["tools"].items()
     }
-    print(f"snapshot: {header['engine']} {header['version']}, {len(records)} option sets")
+    print(
+        f"snapshot: {header['engine']} {header['version']}, {len(records)} option sets; reading {args.reading}"
+    )
     cache: dict[str, Agreement] = {}
     rows: list[dict[str, Any]] = []
     start = time.monotonic()
@@ -48,7 +57,7 @@ def main() -> int:
         if key not in cache:
             if args.limit and len(cache) >= args.limit:
                 break
-            cache[key] = agreement(r.tag, r.special_tokens, names[o.tools])
+            cache[key] = agreement(r.tag, r.special_tokens, names[o.tools], reading=args.reading)
         a = cache[key]
         status = a.status if len(a.status) < 90 else a.status[:87] + "..."
         n = len(a.disagreements)

@@ -3,7 +3,9 @@
 For each xgrammar model template, the snapshot's structural tags (``props/corpus/data/toolcall_tags.json``)
 compile with the reference or are refused for a recorded reason (``tests/baselines/structural_tag_refusals.json``,
 exactly), and on the generated valid and targeted invalid outputs the reference and the checker give the same
-verdict. One documented divergence is allowed and named (:data:`KNOWN_DIVERGENCES`). Hand-written probes
+verdict. The checker reads ``json_schema`` two ways: under xgrammar's documented ``compile_json_schema``
+defaults (strict mode, asserted formats; the reference's reading) there is no disagreement at all;
+under plain JSON Schema 2020-12 two divergences are allowed and named (:data:`KNOWN_DIVERGENCES`). Hand-written probes
 cover the format types the templates do not use. The whole snapshot runs under ``-m slow`` (and from
 ``ci/toolcall_agreement.py``); the default run takes the many-tools list with two option pairs.
 """
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 
 from props.checks.structural_tags import Agreement, Disagreement, agreement, output_bytes, reference_status
-from props.corpus.structural_tag_check import Undecided, verdict
+from props.corpus.structural_tag_check import READINGS, Reading, Undecided, verdict
 from props.corpus.toolcalls import TEMPLATES, TagRecord, load_snapshot
 
 from ._data import load_baseline, save_baseline_if_asked
@@ -63,33 +65,36 @@ def _ci_subset(r: TagRecord) -> bool:
     return o.tools == "many_tools" and (o.reasoning, o.parallel) in (("enabled", True), ("disabled", False))
 
 
-def _check(records: list[TagRecord]) -> None:
+def _check(records: list[TagRecord], reading: Reading) -> None:
     assert records, "no snapshot records selected"
     unexpected: list[str] = []
     compiled = 0
+    allowances = KNOWN_DIVERGENCES if reading == "documented" else {}
     for r in _distinct(records).values():
-        a: Agreement = agreement(r.tag or {}, r.special_tokens, _NAMES[r.options.tools])
+        a: Agreement = agreement(r.tag or {}, r.special_tokens, _NAMES[r.options.tools], reading=reading)
         if a.status != "compiled":
             continue
         compiled += 1
         assert a.undecided == 0, f"{r.options.id}: the checker cannot decide {a.undecided} texts"
         for d in a.disagreements:
-            allowed = KNOWN_DIVERGENCES.get(d.intent)
+            allowed = allowances.get(d.intent)
             if allowed is None or (d.checker, d.reference) != allowed[1:]:
                 unexpected.append(f"{r.options.id}\n{d.describe()}")
     assert compiled, "no tag of these option sets compiled (tool_choice 'none' always should)"
     assert not unexpected, f"{len(unexpected)} disagreements:\n" + "\n".join(unexpected[:10])
 
 
+@pytest.mark.parametrize("reading", READINGS)
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_agreement(template: str) -> None:
-    _check([r for r in _RECORDS if r.options.template == template and _ci_subset(r)])
+def test_agreement(template: str, reading: Reading) -> None:
+    _check([r for r in _RECORDS if r.options.template == template and _ci_subset(r)], reading)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("reading", READINGS)
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_agreement_full_snapshot(template: str) -> None:
-    _check([r for r in _RECORDS if r.options.template == template])
+def test_agreement_full_snapshot(template: str, reading: Reading) -> None:
+    _check([r for r in _RECORDS if r.options.template == template], reading)
 
 
 def test_refusals_are_exactly_the_baseline() -> None:
@@ -120,14 +125,17 @@ def test_refusals_are_exactly_the_baseline() -> None:
 
 
 def test_known_divergence_is_what_it_says() -> None:
-    """The one allowed divergence is real and one-sided: an undeclared key, accepted by the checker,
-    refused by the reference (so the allowance cannot hide anything else)."""
+    """The allowed divergence is real and one-sided: an undeclared key, accepted by the checker under
+    plain JSON Schema, refused by the reference (so the allowance cannot hide anything else); under
+    xgrammar's strict reading the checker refuses it too."""
     r = next(r for r in _RECORDS if r.options.id == "llama/one_tool/named/parallel/reasoning=disabled")
     assert r.tag is not None
-    a = agreement(r.tag, r.special_tokens, _NAMES["one_tool"])
+    a = agreement(r.tag, r.special_tokens, _NAMES["one_tool"], reading="documented")
     assert a.status == "compiled"
     kinds = {(d.intent, d.checker, d.reference) for d in a.disagreements}
     assert kinds == {("extra_property", True, False)}, kinds
+    strict = agreement(r.tag, r.special_tokens, _NAMES["one_tool"], reading="xgrammar")
+    assert strict.texts == a.texts and not strict.disagreements, strict.disagreements[:3]
 
 
 # -- the format types the templates do not use ----------------------------------------------------------

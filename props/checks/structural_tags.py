@@ -5,6 +5,9 @@ with the reference (``refdecoder.StructuralTag``), generate valid and targeted i
 (:mod:`props.corpus.toolcall_texts`), and compare the reference's verdict on each output — its text as
 UTF-8 and each special token as ``refdecoder.special_token_bytes(id)`` — with the checker's
 (:mod:`props.corpus.structural_tag_check`). Texts the checker cannot decide are counted, not compared.
+The checker reads ``json_schema`` formats as ``reading`` says: ``"xgrammar"`` (strict mode, asserted
+formats: the defaults xgrammar documents, and the reading the reference takes) or ``"documented"``
+(plain JSON Schema 2020-12), where the two differ by exactly the named divergences of the tests.
 
 :func:`agreement` returns one :class:`Agreement` per tag; ``tests/test_structural_tag_agreement.py`` and
 ``ci/toolcall_agreement.py`` read it.
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import refdecoder
-from props.corpus.structural_tag_check import Part, Undecided
+from props.corpus.structural_tag_check import Part, Reading, Undecided, verdict
 from props.corpus.toolcall_texts import ToolCallText, tool_call_texts
 
 __all__ = ["Agreement", "Disagreement", "agreement", "output_bytes", "reference_status"]
@@ -43,10 +46,11 @@ class Disagreement:
 @dataclass(frozen=True)
 class Agreement:
     """``status`` is ``"compiled"`` or the reference's refusal (``"refused: keyword: reason"``,
-    ``"invalid: what"``); ``texts`` the generated outputs, ``undecided`` how many of them the checker
+    ``"invalid: what"``); ``reading`` the checker's reading of ``json_schema``; ``texts`` the generated outputs, ``undecided`` how many of them the checker
     could not judge, ``disagreements`` the rest judged differently."""
 
     status: str
+    reading: Reading
     texts: int
     undecided: int
     disagreements: tuple[Disagreement, ...]
@@ -80,19 +84,26 @@ def agreement(
     special_tokens: Mapping[str, int],
     tool_names: Sequence[str] = (),
     texts: Sequence[ToolCallText] | None = None,
+    reading: Reading = "xgrammar",
 ) -> Agreement:
-    """The reference and the checker on the generated outputs of ``tag`` (or on ``texts``)."""
+    """The reference and the checker (reading ``json_schema`` as ``reading`` says) on the generated
+    outputs of ``tag`` (or on ``texts``)."""
     if texts is None:
         texts = tool_call_texts(tag, special_tokens, tool_names)
+    # the generator labels texts under the documented reading; any other is judged again
+    expected = [
+        t.expected if reading == "documented" else verdict(tag, t.parts, special_tokens, reading)
+        for t in texts
+    ]
     grammar, status = reference_status(tag, special_tokens)
-    undecided = sum(1 for t in texts if isinstance(t.expected, Undecided))
+    undecided = sum(1 for e in expected if isinstance(e, Undecided))
     if grammar is None:
-        return Agreement(status, len(texts), undecided, ())
+        return Agreement(status, reading, len(texts), undecided, ())
     out = []
-    for t in texts:
-        if isinstance(t.expected, Undecided):
+    for t, e in zip(texts, expected, strict=True):
+        if isinstance(e, Undecided):
             continue
         got = grammar.accepts(output_bytes(t.parts))
-        if got != t.expected:
-            out.append(Disagreement(t.parts, t.intent, t.expected, got))
-    return Agreement(status, len(texts), undecided, tuple(out))
+        if got != e:
+            out.append(Disagreement(t.parts, t.intent, e, got))
+    return Agreement(status, reading, len(texts), undecided, tuple(out))

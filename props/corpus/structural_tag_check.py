@@ -20,7 +20,13 @@ named here, and the agreement test shows whether the reference reads it alike):
   outside the JSON value is controlled by the surrounding grammar"), RFC 8259 whitespace inside, no
   duplicate keys, declared properties in declared order (undeclared ones after them), valid for the
   schema under ``jsonschema``; ``max_whitespace_cnt`` caps each whitespace run. Other styles,
-  ``any_order`` and ``excludes`` are documented by example only (undecided).
+  ``any_order`` and ``excludes`` are documented by example only (undecided). Two readings of "valid
+  for the schema" (``reading``): ``"documented"``, JSON Schema 2020-12 as written (an absent
+  ``additionalProperties`` allows undeclared keys, ``format`` is an annotation); ``"xgrammar"``, the
+  defaults xgrammar documents for ``compile_json_schema`` (``strict_mode=True``: "the generated grammar
+  will not allow properties and items that is not specified in the schema", so an absent
+  ``additionalProperties`` next to ``properties`` and an absent ``items`` next to ``prefixItems`` are
+  false) with formats asserted by ``props.corpus.format_check``'s RFC readings.
 * ``sequence``, ``or``, ``optional``, ``plus``, ``star``, ``repeat`` (``max: -1`` unbounded): as named.
 * ``tag``: begin, content, one of the ends. Automatic end detection (advanced_usage.md): the end strings
   of the nearest enclosing tag join the excludes of the string-level unlimited formats below it
@@ -56,7 +62,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from props.contract.findings import SpecKind, SpecRef
 from props.corpus._errors import CorpusError
@@ -73,10 +79,26 @@ __all__ = [
     "token_names",
     "flatten",
     "Names",
+    "READINGS",
+    "Reading",
 ]
 
 #: One piece of an output: text, or a special token's id.
 Part = str | int
+
+#: How a ``json_schema`` format's "valid for the schema" is read (module docstring).
+Reading = Literal["documented", "xgrammar"]
+READINGS: tuple[Reading, ...] = ("documented", "xgrammar")
+
+#: The ``JsonProfile`` fields each reading adds to the checker's JSON validation.
+_READING_PROFILE: dict[str, dict[str, Any]] = {
+    "documented": {},
+    "xgrammar": {
+        "additional_properties_default": False,
+        "additional_items_default": False,
+        "formats": "assert",
+    },
+}
 
 
 class TagFormatError(CorpusError):
@@ -206,6 +228,7 @@ class _OneToken(_Node):
 class _Json(_Node):
     schema: Any
     max_ws: int | None
+    reading: str
 
     def ends(self, m: _Match, pos: int) -> _R:
         text = m.text_at(pos)
@@ -221,6 +244,7 @@ class _Json(_Node):
             "top_level_whitespace": False,
             "property_order": "schema",
             "whitespace": "any" if self.max_ws is None else self.max_ws,
+            **_READING_PROFILE[self.reading],
         }
         spec = SpecRef(SpecKind.JSON_SCHEMA, self.schema, profile=profile)
         ok = [k for k in cands if validate_output(spec, text[:k].encode("utf-8", "surrogatepass")) is None]
@@ -345,6 +369,7 @@ class _Ends:
 @dataclass
 class _Reader:
     tokens: Mapping[str, int]
+    reading: str = "documented"
     undecided: list[str] = field(default_factory=list)
 
     def token(self, t: Any, where: str) -> int:
@@ -432,7 +457,7 @@ def json_schema(r: _Reader, f: dict[str, Any], where: str, ends: _Ends) -> _Node
         return r.undecidable("json_schema any_order")
     if f.get("excludes"):
         return r.undecidable("json_schema excludes (not in the documentation)")
-    return _Json(schema, _limit(f, "max_whitespace_cnt", where))
+    return _Json(schema, _limit(f, "max_whitespace_cnt", where), r.reading)
 
 
 def grammar(r: _Reader, f: dict[str, Any], where: str, ends: _Ends) -> _Node:
@@ -678,9 +703,9 @@ def _root_format(tag: Any) -> tuple[Any, str]:
 
 
 @lru_cache(maxsize=256)
-def _compiled(key: str, tokens_key: str) -> tuple[_Node, tuple[str, ...]]:
+def _compiled(key: str, tokens_key: str, reading: str) -> tuple[_Node, tuple[str, ...]]:
     tag = json.loads(key)
-    r = _Reader(dict(json.loads(tokens_key)))
+    r = _Reader(dict(json.loads(tokens_key)), reading)
     fmt, where = _root_format(tag)
     node = r.read(fmt, where, _Ends())
     return node, tuple(dict.fromkeys(r.undecided))
@@ -690,20 +715,27 @@ def _compiled(key: str, tokens_key: str) -> tuple[_Node, tuple[str, ...]]:
 Names = Mapping[str, int] | Iterable[tuple[str, int]]
 
 
-def _tree(tag: Any, special_tokens: Names | None) -> tuple[_Node, tuple[str, ...]]:
+def _tree(
+    tag: Any, special_tokens: Names | None, reading: Reading = "documented"
+) -> tuple[_Node, tuple[str, ...]]:
+    if reading not in _READING_PROFILE:
+        raise CorpusError("structural tag checker reading", f"one of {list(READINGS)}", repr(reading))
     try:
         key = json.dumps(tag, ensure_ascii=False)  # not sorted: property order is part of a schema
         names = dict(special_tokens or {})
     except (TypeError, ValueError) as e:
         raise TagFormatError("", "a JSON value and a special-token name table", str(e)) from e
-    return _compiled(key, json.dumps(sorted(names.items())))
+    return _compiled(key, json.dumps(sorted(names.items())), reading)
 
 
-def verdict(tag: Any, parts: Sequence[Part], special_tokens: Names | None = None) -> bool | Undecided:
+def verdict(
+    tag: Any, parts: Sequence[Part], special_tokens: Names | None = None, reading: Reading = "documented"
+) -> bool | Undecided:
     """Is the output ``parts`` (text and special-token ids) in the language of ``tag`` (the documented
     JSON form, ``{"type": "structural_tag", "format": ...}`` or a bare format)? ``special_tokens``
-    resolves the token strings a tag names. Raises :class:`TagFormatError` for a malformed tag."""
-    node, _ = _tree(tag, special_tokens)
+    resolves the token strings a tag names; ``reading`` says how ``json_schema`` is read (module
+    docstring). Raises :class:`TagFormatError` for a malformed tag or an unknown reading."""
+    node, _ = _tree(tag, special_tokens, reading)
     syms = flatten(parts)
     m = _Match(syms)
     ends, why = m.ends(node, 0)
