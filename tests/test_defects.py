@@ -85,6 +85,35 @@ def test_one_behaviour_is_one_defect() -> None:
     assert first.id != defects[1].id and first.id == group(same)[0].id  # ids depend on the signature only
 
 
+def test_a_broken_tool_call_promise_is_signed_by_its_promise() -> None:
+    """A template that accepts the empty output under ``required`` is one defect per promise, not the
+    special-token soundness defect its token-less witness would otherwise be filed under."""
+    spec = SpecRef(
+        SpecKind.STRUCTURAL_TAG, {"tag": {"type": "any_text"}, "special_tokens": {}}, "t", "toolcalls"
+    )
+
+    def broken(promise: str, witness: bytes) -> Finding:
+        return Finding(
+            Invariant.SOUNDNESS,
+            "engine",
+            "1",
+            spec,
+            "tok",
+            "tok",
+            prefix_bytes=witness,
+            backend_verdict="the template's tag accepts the witness",
+            reference_verdict="the request forbids it",
+            certificate={"promise": promise},
+        )
+
+    defects = group([broken("required", b""), broken("required", b"hi"), broken("none", b"<call>")])
+    assert sorted(d.signature for d in defects) == [
+        "soundness|breaks the request's promise|none|-",
+        "soundness|breaks the request's promise|required|-",
+    ]
+    assert "special token" not in signature(broken("required", b""))
+
+
 def test_soundness_is_signed_where_the_reference_says_the_token_dies() -> None:
     spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "maxLength": 2}, "short", "t")
     f = Finding(

@@ -13,7 +13,9 @@ The signature is ``invariant | direction | context | byte``:
   output breaks, by ``jsonschema``'s best match), ``completeness`` (its three levels are one
   behaviour seen under stricter or looser segmentations), ``utf8`` and ``liveness`` block what it allows, ``eos`` offers or withholds the end; serving
   invariants name the operation that diverged; ``crash``/``limits`` the operation and exception type
-  (a limits probe's finding: its verdict — hang, blowup, crash — and the probe family).
+  (a limits probe's finding: its verdict — hang, blowup, crash — and the probe family); a tool-call
+  template that breaks its request's promise is ``soundness | breaks the request's promise | <promise>``
+  (``required``, ``none``, ``named``, ...: one defect per promise, not per witness).
 * **context**: where in the output the decisive byte falls. For JSON (every ``json_schema`` spec) the
   JSON position kind, from :func:`json_positions`: ``value``, ``object key``, ``key escape``,
   ``string``, ``string escape``, ``number``, ``fraction``, ``exponent``, ``literal``, ``after key``,
@@ -281,6 +283,11 @@ def signature(f: Finding, grammar: Grammar | None = None) -> str:
         return f"{inv}|{direction}|{_context(f, f.prefix_bytes, len(f.prefix_bytes))}|EOS"
     if inv is Invariant.DETERMINISM:
         return f"{inv}|{f.backend_verdict[:40]}|-|-"
+    promise = (f.certificate or {}).get("promise")
+    if isinstance(
+        promise, str
+    ):  # a tool-call template breaking its request (props/checks/toolcall_promises.py)
+        return f"{inv}|breaks the request's promise|{promise}|-"
     invalid = (f.certificate or {}).get("invalid_text")
     if isinstance(invalid, dict) and isinstance(invalid.get("hex"), str):  # a finding read back from JSON
         invalid = bytes.fromhex(invalid["hex"])
