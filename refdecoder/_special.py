@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from ._lexeme import ByteDFA
 from .errors import SpecError
 
-__all__ = ["MARK", "END", "encode", "split", "render", "special_dfa"]
+__all__ = ["MARK", "END", "encode", "split", "render", "special_dfa", "named_ids"]
 
 #: The byte that starts a special token's encoding (never in UTF-8 text).
 MARK = 0xFF
@@ -101,3 +101,27 @@ def special_dfa(ids: Iterable[int]) -> ByteDFA:
             q = row[b]
         finals.add(q)
     return ByteDFA.build(trans, 0, finals)
+
+
+def named_ids(dfa: ByteDFA) -> frozenset[int] | None:
+    """The token ids whose encodings ``dfa`` reads somewhere (after a ``MARK`` edge, the decimal digits
+    up to an ``END`` edge), or None when they are unbounded (a digit loop: a lexeme reading any special
+    token, as ``any_tokens`` does). A depth-first walk over the digit edges after each ``MARK`` edge."""
+    digits = range(0x30, 0x3A)
+    out: set[int] = set()
+    for q in range(dfa.num_states):
+        after = dfa.step(q, MARK)
+        if after is None:
+            continue
+        stack: list[tuple[int, str, frozenset[int]]] = [(after, "", frozenset())]
+        while stack:
+            state, text, path = stack.pop()
+            if state in path:
+                return None
+            if text and dfa.step(state, END) is not None:
+                out.add(int(text))
+            for d in digits:
+                nxt = dfa.step(state, d)
+                if nxt is not None:
+                    stack.append((nxt, text + chr(d), path | {state}))
+    return frozenset(out)

@@ -57,7 +57,7 @@ from ._lexeme import ByteDFA
 from ._parser import State
 from ._special import MARK
 from ._special import encode as encode_special
-from .errors import StateError
+from .errors import StateError, Unsupported
 from .grammar import Grammar
 
 __all__ = [
@@ -121,6 +121,33 @@ class SpecialView:
 
     def __len__(self) -> int:
         return len(self.token_bytes)
+
+
+def refuse_text_terminals(grammar: Grammar, vocabulary: VocabularyLike) -> None:
+    """Refuse a grammar that names, as a terminal, a token this vocabulary holds as ordinary text (an
+    added token that is not special, such as DeepSeek-V3's ``<｜tool▁calls▁begin｜>``, named by
+    ``<[128806]>``). An engine reads such a token both ways — the terminal where the grammar names it,
+    its text where text is allowed — and one token with two byte readings is not what the matcher
+    decides: :class:`SpecialView` would give it one, and the masks would be wrong at the other."""
+    ids = grammar.named_token_ids
+    if not ids:
+        return
+    raw = vocabulary.token_bytes
+    specials = frozenset(vocabulary.special_ids)
+    # (a vocabulary already lifted spells each special token by its encoding: not text)
+    text = sorted(
+        i for i in ids if i < len(raw) and raw[i] not in (None, encode_special(i)) and i not in specials
+    )
+    if text:
+        i = text[0]
+        more = f" (and {len(text) - 1} more)" if len(text) > 1 else ""
+        raise Unsupported(
+            "special token",
+            f"<[{i}]>",
+            f"the grammar names token {i} as a terminal, but this vocabulary holds it as ordinary text "
+            f"{raw[i]!r}{more} (an added token that is not special): a token that is both a terminal and "
+            "text is not decided exactly",
+        )
 
 
 def special_view(vocabulary: VocabularyLike) -> VocabularyLike:
@@ -522,6 +549,8 @@ class TokenGrammar:
         self.vocabulary = vocabulary
         # what the grammar reads: special tokens as their encodings when it names any (``_special``)
         self.reads_special_tokens = grammar.reads_special_tokens
+        if self.reads_special_tokens:
+            refuse_text_terminals(grammar, vocabulary)
         lifted = special_view(vocabulary) if self.reads_special_tokens else vocabulary
         self.trie = token_trie(lifted)
         self.vocab_size = self.trie.vocab_size

@@ -20,7 +20,7 @@ from ._ir import Lex, Network
 from ._lexeme import ByteDFA
 from ._limits import Deadline, Limits
 from ._parser import Parser, State
-from ._special import MARK
+from ._special import MARK, named_ids
 from .errors import SpecError
 
 __all__ = [
@@ -324,6 +324,19 @@ class Grammar:
                 for n in self.network.nodes
             )
         return self._reads_special
+
+    @property
+    def named_token_ids(self) -> frozenset[int] | None:
+        """The token ids the grammar names as terminals (``_special.named_ids`` over its lexemes that
+        read the marker), or None when some lexeme reads any special token (``any_tokens``)."""
+        out: set[int] = set()
+        for n in self.network.nodes:
+            if isinstance(n, Lex) and isinstance(n.lexeme, ByteDFA) and n.lexeme.reads_byte(MARK):
+                ids = named_ids(n.lexeme)
+                if ids is None:
+                    return None
+                out |= ids
+        return frozenset(out)
 
     def initial(self) -> State:
         return self._parser.initial()

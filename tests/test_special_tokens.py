@@ -179,9 +179,9 @@ def _vocab() -> Vocabulary:
 def test_masks_name_special_tokens_exactly() -> None:
     vocab = _vocab()
     call = _special.encode(261)
-    end = _special.encode(CALL)  # a grammar naming 261 then id 5 (a byte token in this vocabulary)
+    end = _special.encode(260)  # a grammar naming 261 then 260
     g = _grammar(
-        {"root": SeqE((_lit("say "), SpecialE(frozenset({261})), _lit("ok"), SpecialE(frozenset({CALL}))))}
+        {"root": SeqE((_lit("say "), SpecialE(frozenset({261})), _lit("ok"), SpecialE(frozenset({260}))))}
     )
     tg = refdecoder.TokenGrammar(g, vocab)
     s = tg.advance(tg.initial(), 256)  # "say "
@@ -192,9 +192,7 @@ def test_masks_name_special_tokens_exactly() -> None:
     s2 = tg.advance(s, 261)
     assert s2 is not None and tg.allowed_ids(s2) == [ord("o")]
     s3 = tg.advance(tg.advance(s2, ord("o")), ord("k"))  # type: ignore[arg-type]
-    assert s3 is not None
-    # id 5 is an ordinary byte token here: a grammar may name only special ids, so nothing is allowed
-    assert tg.allowed_ids(s3) == []
+    assert s3 is not None and tg.allowed_ids(s3) == [260]
     assert g.advance(g.initial(), b"say " + call + b"ok" + end) is not None
     for state in (tg.initial(), s, s2, s3):
         assert (tg.mask(state) == tg.mask_bruteforce(state)).all()
@@ -202,6 +200,39 @@ def test_masks_name_special_tokens_exactly() -> None:
     # a grammar without special tokens still sees them as never text
     plain = refdecoder.TokenGrammar(refdecoder.compile_regex("say ok"), vocab)
     assert not plain.reads_special_tokens and not plain.is_allowed(plain.advance(plain.initial(), 256), 261)  # type: ignore[arg-type]
+
+
+def test_a_token_named_as_a_terminal_but_held_as_text_is_refused() -> None:
+    """Id 5 is an ordinary byte token of this vocabulary (llguidance's ``<[5]>`` would allow it by id
+    where named and as ``\x05`` in text): one token with two byte readings is refused, on this
+    vocabulary only, naming the token; over a vocabulary where every named id is special it compiles."""
+    vocab = _vocab()
+    g = _grammar({"root": SeqE((_lit("say "), SpecialE(frozenset({261})), SpecialE(frozenset({CALL}))))})
+    assert g.named_token_ids == frozenset({261, CALL})
+    with pytest.raises(refdecoder.Unsupported) as e:
+        refdecoder.TokenGrammar(g, vocab)
+    assert e.value.keyword == "special token" and e.value.where == f"<[{CALL}]>"
+    assert "ordinary text" in e.value.reason
+    ok = _grammar({"root": SeqE((_lit("say "), SpecialE(frozenset({261, 260}))))})
+    refdecoder.TokenGrammar(ok, vocab)
+    refdecoder.TokenGrammar(ok, vocab.special_token_view)  # there 261 is spelled by its encoding: not text
+
+
+def test_named_ids_of_a_lexeme() -> None:
+    """The ids a lexeme names are read off its encodings; a digit loop (any special token) is None."""
+    assert _special.named_ids(_special.special_dfa([1, 12, 300_000])) == frozenset({1, 12, 300_000})
+    anything = ByteDFA.build(
+        {
+            0: {_special.MARK: 1},
+            1: {d: 2 for d in range(0x30, 0x3A)},
+            2: {**{d: 2 for d in range(0x30, 0x3A)}, _special.END: 3},
+        },
+        0,
+        [3],
+    )
+    assert _special.named_ids(anything) is None
+    text = ByteDFA.build({0: {ord("a"): 1}}, 0, [1])
+    assert _special.named_ids(text) == frozenset()
 
 
 def test_one_lifting_rule_for_vocabularies_and_masks() -> None:
