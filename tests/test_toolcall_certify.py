@@ -377,3 +377,46 @@ def test_minimize_structural_tag_and_lark(vocab: tm.Vocabulary) -> None:
 
     left = minimize(broken, never)  # a grammar the reference cannot read is left alone, after no call
     assert left.spec == broken and left.steps == 0
+
+
+class _RawFF:
+    """A reference matcher that also allows every ordinary token holding a raw 0xFF byte (invalid
+    UTF-8: never text in a grammar that names special tokens)."""
+
+    def __init__(self, inner: Any, raw_ff: list[int], size: int) -> None:
+        self.inner, self.raw_ff, self.size = inner, raw_ff, size
+
+    def mask(self) -> Any:
+        from refdecoder._tokens import pack_ids, unpack_mask
+
+        return pack_ids(sorted({*unpack_mask(self.inner.mask(), self.size), *self.raw_ff}), self.size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_raw_ff_token_allowed_is_a_finding_not_a_self_check_note(vocab: tm.Vocabulary) -> None:
+    """An engine that allows a token holding a raw 0xFF byte in free text is unsound; the output through
+    it cannot be spelled in the bytes the reference reads (0xFF starts a special token's encoding there),
+    so certify keeps the finding with the token's text rather than validating a completion that lost
+    the token and filing a bogus reference self-check note."""
+    from props.backends.reference import ReferenceBackend
+
+    raw_ff = [i for i, b in enumerate(vocab.token_bytes) if b is not None and 0xFF in b]
+    assert raw_ff, "the byte-level vocabulary has a token for the byte 0xFF"
+
+    class Backend(ReferenceBackend):
+        def matcher(self, compiled: Compiled) -> Any:
+            return _RawFF(super().matcher(compiled), raw_ff, len(vocab))
+
+    tag = {
+        "type": "sequence",
+        "elements": [{"type": "any_text"}, {"type": "token", "token": "<|tool_call|>"}],
+    }
+    spec = SpecRef(SpecKind.STRUCTURAL_TAG, {"tag": tag, "special_tokens": {}}, "free-text-then-call", "test")
+    result = certify_case(Backend(), Case(spec), vocab, examples=2, strings=1)
+    assert not result.self_check, result.self_check
+    found = [f for f in result.findings if f.invariant is Invariant.SOUNDNESS and f.token_id in raw_ff]
+    assert found, [f.message for f in result.findings]
+    cert = found[0].certificate or {}
+    assert 0xFF in cert["token_text"] and "unspellable" in cert and "completion" not in cert

@@ -545,6 +545,15 @@ def _complete_with_backend(
 def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, also: int) -> Finding | None:
     tb = t.token_bytes(token)
     cert: dict[str, Any] = {"prefix": t.vocab.decode(prefix), "token": tb, "also_allowed": also}
+    text = t.vocab.original.token_bytes[token]
+    if (
+        tb is None and text is not None
+    ):  # an ordinary token with a raw 0xFF byte, in a grammar naming special tokens
+        cert["token_text"] = bytes(text)
+        cert["unspellable"] = (
+            "its raw 0xFF byte only starts a special token's encoding there (docs/design.md §2), so no "
+            "output through it is valid UTF-8 text; the backend's completion is not validated"
+        )
     rest_ids: list[int] = []
     try:
         fork = m.fork()
@@ -557,7 +566,7 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
     except BackendFault as e:  # the certificate is optional; the finding stands
         rest, rest_ids, finished = b"", [], False
         cert["completion_error"] = str(e)
-    if finished:
+    if finished and tb is not None:
         output = t.vocab.decode([*prefix, token]) + rest
         error = t.validate(output)
         if error == UNDECIDED:
@@ -582,7 +591,7 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
         backend_verdict="allowed",
         reference_verdict="masked: no string of the language continues this prefix with this token",
         reference_allows=False,
-        message=f"allows token {token} {t.show(tb)} after {len(prefix)} tokens, but no valid output continues that way"
+        message=f"allows token {token} {t.show(tb) if tb is not None else repr(cert.get('token_text'))} after {len(prefix)} tokens, but no valid output continues that way"
         + (" (the backend then finished an output the validator rejects)" if "completion" in cert else ""),
         certificate=cert,
         walk=walk,
