@@ -628,6 +628,8 @@ def _exactly_one_overlapping(
         for i, p in enumerate(live):
             acc = p
             for j, q in enumerate(live):
+                if c.algebra.is_empty(acc):
+                    break  # ∅ ∩ ¬P_j = ∅: the rest of the product cannot bring anything back
                 if j != i:
                     if j not in comps:
                         comps[j] = c.algebra.complement(q, where)

@@ -770,6 +770,8 @@ class NumberPredicate:
         return cls.of([c])
 
     def and_(self, other: NumberPredicate) -> NumberPredicate:
+        if not self.conjunctions or not other.conjunctions:  # ∅ ∩ X = ∅: no product to simplify
+            return NumberPredicate.none()
         return NumberPredicate.of(_intersect(a, b) for a in self.conjunctions for b in other.conjunctions)
 
     def or_(self, other: NumberPredicate) -> NumberPredicate:

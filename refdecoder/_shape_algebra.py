@@ -265,40 +265,41 @@ class ShapeAlgebra:
         if 2 ** (len(done) + 1) > self.limits.alternatives:
             return None
         shapes = list(dict.fromkeys(o for u in unions for o in u))
-        best: tuple[int, str, list[tuple[ObjectShape, set[ObjectShape]]]] | None = None
+        # Shapes are named by their index while keys are tried: a shape's hash walks all its members,
+        # and every key asks after every shape.
+        best: tuple[int, str, list[tuple[ObjectShape, set[int]]]] | None = None
         for k in dict.fromkeys(k for o in shapes for k, _ in o.named):
             if k in done:
                 continue
-            effs = {o: (o.eff(k) if o.key_allowed(k) else FALSE) for o in shapes}
+            effs = [o.eff(k) if o.key_allowed(k) else FALSE for o in shapes]
             split: list[Expr] = []
-            for v in dict.fromkeys(e for e in effs.values() if e not in (TRUE, FALSE)):
+            for v in dict.fromkeys(e for e in effs if e not in (TRUE, FALSE)):
                 if all(self._values_disjoint(v, d) for d in split):
                     split.append(v)
-            cells: list[tuple[ObjectShape, set[ObjectShape]]] = [
+            unsplit = {i for i, e in enumerate(effs) if e != FALSE and e not in split}
+            cells: list[tuple[ObjectShape, set[int]]] = [
                 (
                     ObjectShape(named=((k, d),), required=frozenset({k})),
-                    {o for o, e in effs.items() if e in (d, TRUE) or (e != FALSE and e not in split)},
+                    {i for i, e in enumerate(effs) if e in (d, TRUE)} | unsplit,
                 )
                 for d in split
             ]
             rest = and_exprs(not_expr(d) for d in split)
+            cells.append((ObjectShape(named=((k, rest),), required=frozenset({k})), unsplit))
             cells.append(
-                (
-                    ObjectShape(named=((k, rest),), required=frozenset({k})),
-                    {o for o, e in effs.items() if e != FALSE and e not in split},
-                )
+                (ObjectShape(named=((k, FALSE),)), {i for i, o in enumerate(shapes) if k not in o.required})
             )
-            cells.append((ObjectShape(named=((k, FALSE),)), {o for o in shapes if k not in o.required}))
             fullest = max(len(live) for _, live in cells)
             if min(len(live) for _, live in cells) < len(shapes) and (best is None or fullest < best[0]):
                 best = (fullest, k, cells)
         if best is None:
             return None
         _, key, chosen = best
-        return key, [
-            (cell, [self._and_objects(tuple(o for o in u if o in live), (cell,)) for u in unions])
-            for cell, live in chosen
-        ]
+        out = []
+        for cell, live_ids in chosen:
+            live = {shapes[i] for i in live_ids}
+            out.append((cell, [self._and_objects(tuple(o for o in u if o in live), (cell,)) for u in unions]))
+        return key, out
 
     def _values_disjoint(self, v: Expr, w: Expr) -> bool:
         """:meth:`disjoint` of two member schemas; False where a shape cannot be taken here (a

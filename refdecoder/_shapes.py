@@ -46,9 +46,15 @@ class ObjectShape:
     def named_dict(self) -> dict[str, Expr]:
         return dict(self.named)
 
+    @cached_property
+    def _named_lookup(self) -> dict[str, Expr]:
+        """``named`` as a mapping, built once per shape (``eff`` is asked key by key, and a key split
+        asks it of every shape for every key); never handed out, so never mutated."""
+        return dict(self.named)
+
     def eff(self, key: str) -> Expr:
         """The effective schema of a concrete key."""
-        named = self.named_dict()
+        named = self._named_lookup
         if key in named:
             return named[key]
         return and_exprs(e for lang, e in self.rules if lang.accepts(key))
@@ -131,6 +137,9 @@ def and_strings(a: Strings, b: Strings) -> Strings:
     """``a ∩ b``, exactly: the product automaton, or, where that passes ``Limits.dfa_states`` and the
     result is ``D ∩ {length in [lo, hi]}`` (one side a finite length interval, or already counted),
     a :class:`CountedStrings`; otherwise the product's refusal."""
+    for e in (a, b):
+        if isinstance(e, CodepointDFA) and e.is_empty():  # ∅ ∩ X = ∅ (no finals: no string)
+            return e
     if isinstance(a, CountedStrings) or isinstance(b, CountedStrings):
         c, o = (a, b) if isinstance(a, CountedStrings) else (b, a)
         assert isinstance(c, CountedStrings)
