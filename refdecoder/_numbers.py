@@ -91,12 +91,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from refdecoder._limits import current_limits
 from refdecoder.errors import LimitExceeded, SpecError
@@ -821,6 +822,36 @@ _E_BYTES = frozenset(b"eE")
 _CACHE_MAX = 1 << 16
 
 
+class _Memo(NamedTuple):
+    """A number lexeme's memo tables: ``step``, ``is_final`` and exponent ranges, by state, and the
+    alive set after a byte by a state's :meth:`NumberLexeme.future_key` (``NumberLexeme.step``)."""
+
+    step: dict[tuple[Hashable, int], Any]
+    final: dict[Hashable, bool]
+    range: dict[tuple[int, bool, int, int], tuple[int | None, int | None] | None]
+    by_future: dict[tuple[Hashable, int], int]
+
+
+#: Memo tables by lexeme key, shared by the lexemes of every grammar with that key: a state is a value
+#: and ``step``/``is_final`` depend on the key and the state alone (``NumberLexeme.token_tables``), so
+#: the schemas of a corpus that share a number predicate (most do) and the same schema compiled for a
+#: second vocabulary read one table. An LRU of the last :data:`_MEMOS_KEPT` keys, each table bounded
+#: by :data:`_CACHE_MAX`.
+_MEMOS: OrderedDict[Hashable, _Memo] = OrderedDict()
+_MEMOS_KEPT = 256
+
+
+def _memo(key: Hashable) -> _Memo:
+    memo = _MEMOS.get(key)
+    if memo is None:
+        memo = _MEMOS[key] = _Memo({}, {}, {}, {})
+        if len(_MEMOS) > _MEMOS_KEPT:
+            _MEMOS.popitem(last=False)
+    else:
+        _MEMOS.move_to_end(key)
+    return memo
+
+
 def _advance(
     phase: int, neg: bool, D: int, f: int, eneg: bool, X: int, byte: int
 ) -> tuple[int, bool, int, int, bool, int] | None:
@@ -1056,9 +1087,7 @@ class NumberLexeme:
         self._spell = [c.spelling for c in self._conjs]
         self._pos = [(_pos_interval(c, False), _pos_interval(c, True)) for c in self._conjs]
         self._all = (1 << len(self._conjs)) - 1
-        self._step_cache: dict[tuple[Hashable, int], State | None] = {}
-        self._final_cache: dict[Hashable, bool] = {}
-        self._range_cache: dict[tuple[int, bool, int, int], tuple[int | None, int | None] | None] = {}
+        self._step_cache, self._final_cache, self._range_cache, self._by_future = _memo(self.key)
 
     #: Every byte :meth:`step` can read (``_advance`` reads digits, signs, the point and exponents
     #: only): the parser tries these alone when it lists a state's live bytes.
@@ -1089,16 +1118,38 @@ class NumberLexeme:
             shape = None
         out: State | None = None
         if shape is not None:
-            new_mask = 0
-            for i in _bits(mask):
-                if self._viable(i, shape):
-                    new_mask |= 1 << i
+            new_mask = self._alive_after(st, byte, shape)
             if new_mask:
                 out = (*shape, new_mask)
         if len(self._step_cache) >= _CACHE_MAX:
             self._step_cache.clear()
         self._step_cache[ck] = out
         return out
+
+    #: Memoize the alive set after a byte by the state's future (:meth:`_alive_after`); off, every
+    #: state computes its own (tests compare the two).
+    share_futures = True
+
+    def _alive_after(self, state: State, byte: int, shape: tuple[int, bool, int, int, bool, int]) -> int:
+        """The conjunctions still viable after ``state`` reads ``byte`` (giving ``shape``). States with
+        one :meth:`future_key` have one set of completions per conjunction, so those viable after a
+        byte are the same for all of them: an integer part free of its digits (``"number-free"``) is
+        decided once per sign, alive set and byte, not once per digit string read."""
+        key = self.future_key(state) if self.share_futures else state
+        if key is not state:
+            try:
+                return self._by_future[(key, byte)]
+            except KeyError:
+                pass
+        new_mask = 0
+        for i in _bits(state[6]):
+            if self._viable(i, shape):
+                new_mask |= 1 << i
+        if key is not state:
+            if len(self._by_future) >= _CACHE_MAX:
+                self._by_future.clear()
+            self._by_future[(key, byte)] = new_mask
+        return new_mask
 
     def is_final(self, state: Hashable) -> bool:
         try:

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from refdecoder import Limits
+from refdecoder import Limits, _numbers
 from refdecoder._lexeme import Lexeme
 from refdecoder._numbers import (
     NumberConstraint,
@@ -285,6 +285,80 @@ def test_random_walks_stay_trim(spec: tuple[Any, ...], text: str) -> None:
         check_witness(lex, spec, prefix, state)
         v = value_of(prefix)
         assert lex.is_final(state) == (v is not None and holds(spec, v))
+
+
+def _walk(pred: NumberPredicate, canonical: bool, text: str, share: bool) -> list[Any]:
+    """The states of ``text`` read from fresh memo tables, steps shared by future or not."""
+    _numbers._MEMOS.clear()
+    NumberLexeme.share_futures = share
+    try:
+        lex = NumberLexeme(pred, canonical)
+        out: list[Any] = []
+        state: Any = lex.start()
+        for ch in text:
+            state = lex.step(state, ord(ch))
+            out.append(state if state is None else (state, lex.is_final(state)))
+            if state is None:
+                break
+        return out
+    finally:
+        NumberLexeme.share_futures = True
+        _numbers._MEMOS.clear()
+
+
+digit_heavy = st.from_regex(r"-?[1-9][0-9]{0,30}(\.[0-9]{0,6})?([eE][+-]?[0-9]{0,3})?", fullmatch=True)
+
+
+@settings(max_examples=EXAMPLES)
+@given(spec=specs, canonical=st.booleans(), texts=st.lists(st.one_of(digit_heavy, number_like), max_size=4))
+def test_steps_shared_by_future_equal_steps_per_state(
+    spec: tuple[Any, ...], canonical: bool, texts: list[str]
+) -> None:
+    """The fast path (alive sets memoized by ``future_key``, one table per key) against the slow one
+    (every state decides its own successors): the same states, finality included, along every text;
+    the texts run one after another so later ones read what earlier ones memoized."""
+    pred = build_or_reject(spec)
+    assume(not pred.is_empty())
+    joined = "\x00".join(texts)  # NUL kills a walk: each text is walked from the start below
+    for text in joined.split("\x00"):
+        assert _walk(pred, canonical, text, share=True) == _walk(pred, canonical, text, share=False), text
+
+
+BOUNDED = [
+    ("kw", {"integer": True, "maximum": "100"}),
+    ("kw", {"integer": True, "minimum": "-50", "maximum": "5000"}),
+    ("kw", {"multiple_of": "3", "minimum": "5"}),
+    ("kw", {"multiple_of": "0.5", "exclusive_maximum": "1000"}),
+    ("kw", {"exclusive_minimum": "10", "maximum": "12345"}),
+    ("conj", {"not_multiple_of": ("2", "3"), "lo": "-10", "hi": "10"}),
+    ("kw", {"integer": True}),
+    ("kw", {}),
+]
+WALKS = ["1111", "99999", "100", "101", "-1234", "-51", "12.5e3", "1e2", "123456789", "4999", "5001", "33"]
+
+
+@pytest.mark.parametrize("canonical", [False, True])
+@pytest.mark.parametrize("spec", BOUNDED, ids=repr)
+def test_steps_shared_by_future_on_bounded_integer_parts(spec: tuple[Any, ...], canonical: bool) -> None:
+    """The same comparison on bounds that digits can pass (where a wrong future key would show)."""
+    pred = build_or_reject(spec)
+    for text in WALKS:
+        assert _walk(pred, canonical, text, share=True) == _walk(pred, canonical, text, share=False), text
+
+
+def test_free_integer_parts_are_decided_once_per_byte() -> None:
+    """The fast path is taken: an unbounded number reads a 40-digit integer part with one alive-set
+    decision per (sign, alive set, byte) once the part is free of its digits, and the memo tables are
+    those of every lexeme with the same key."""
+    _numbers._MEMOS.clear()
+    lex = NumberLexeme(NumberPredicate.any())
+    state: Any = lex.start()
+    for ch in "1234567890" * 4:
+        state = lex.step(state, ord(ch))
+    assert state is not None and lex.is_final(state)
+    assert 0 < len(lex._by_future) <= 10
+    assert NumberLexeme(NumberPredicate.any())._step_cache is lex._step_cache
+    assert NumberLexeme(NumberPredicate.any(), canonical=True)._step_cache is not lex._step_cache
 
 
 # -- the boolean algebra ------------------------------------------------------------------------
