@@ -838,7 +838,7 @@ class _Memo(NamedTuple):
 #: second vocabulary read one table. An LRU of the last :data:`_MEMOS_KEPT` keys, each table bounded
 #: by :data:`_CACHE_MAX`.
 _MEMOS: OrderedDict[Hashable, _Memo] = OrderedDict()
-_MEMOS_KEPT = 256
+_MEMOS_KEPT = 64
 
 
 def _memo(key: Hashable) -> _Memo:
