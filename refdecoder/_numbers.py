@@ -1073,10 +1073,13 @@ class NumberLexeme:
     :meth:`ByteDFA.build` does for an empty language.
 
     ``canonical``: only the canonical spellings (``JsonProfile.number_spelling``; "Canonical
-    spellings" in the module doc).
+    spellings" in the module doc). ``share_futures=False`` switches off the by-future memo of
+    :meth:`_alive_after` (tests compare the two); it has memo tables of its own.
     """
 
-    def __init__(self, predicate: NumberPredicate, canonical: bool = False) -> None:
+    def __init__(
+        self, predicate: NumberPredicate, canonical: bool = False, share_futures: bool = True
+    ) -> None:
         if predicate.is_empty():
             raise ValueError("NumberLexeme: the predicate is empty (no number satisfies it)")
         self.predicate = predicate
@@ -1087,7 +1090,9 @@ class NumberLexeme:
         self._spell = [c.spelling for c in self._conjs]
         self._pos = [(_pos_interval(c, False), _pos_interval(c, True)) for c in self._conjs]
         self._all = (1 << len(self._conjs)) - 1
-        self._step_cache, self._final_cache, self._range_cache, self._by_future = _memo(self.key)
+        self.share_futures = share_futures
+        memo = _memo((self.key, share_futures))
+        self._step_cache, self._final_cache, self._range_cache, self._by_future = memo
 
     #: Every byte :meth:`step` can read (``_advance`` reads digits, signs, the point and exponents
     #: only): the parser tries these alone when it lists a state's live bytes.
@@ -1118,7 +1123,7 @@ class NumberLexeme:
             shape = None
         out: State | None = None
         if shape is not None:
-            new_mask = self._alive_after(st, byte, shape)
+            new_mask = self._alive_after(st, mask, byte, shape)
             if new_mask:
                 out = (*shape, new_mask)
         if len(self._step_cache) >= _CACHE_MAX:
@@ -1126,11 +1131,9 @@ class NumberLexeme:
         self._step_cache[ck] = out
         return out
 
-    #: Memoize the alive set after a byte by the state's future (:meth:`_alive_after`); off, every
-    #: state computes its own (tests compare the two).
-    share_futures = True
-
-    def _alive_after(self, state: State, byte: int, shape: tuple[int, bool, int, int, bool, int]) -> int:
+    def _alive_after(
+        self, state: State, mask: int, byte: int, shape: tuple[int, bool, int, int, bool, int]
+    ) -> int:
         """The conjunctions still viable after ``state`` reads ``byte`` (giving ``shape``). States with
         one :meth:`future_key` have one set of completions per conjunction, so those viable after a
         byte are the same for all of them: an integer part free of its digits (``"number-free"``) is
@@ -1142,7 +1145,7 @@ class NumberLexeme:
             except KeyError:
                 pass
         new_mask = 0
-        for i in _bits(state[6]):
+        for i in _bits(mask):
             if self._viable(i, shape):
                 new_mask |= 1 << i
         if key is not state:

@@ -287,12 +287,13 @@ def test_random_walks_stay_trim(spec: tuple[Any, ...], text: str) -> None:
         assert lex.is_final(state) == (v is not None and holds(spec, v))
 
 
-def _walk(pred: NumberPredicate, canonical: bool, text: str, share: bool) -> list[Any]:
-    """The states of ``text`` read from fresh memo tables, steps shared by future or not."""
+def _walk(pred: NumberPredicate, canonical: bool, texts: list[str], share: bool) -> list[list[Any]]:
+    """The states of each text read by one lexeme from fresh memo tables, one text after another (so
+    later texts read what earlier ones memoized), steps shared by future or not."""
     _numbers._MEMOS.clear()
-    NumberLexeme.share_futures = share
-    try:
-        lex = NumberLexeme(pred, canonical)
+    lex = NumberLexeme(pred, canonical, share_futures=share)
+    walks: list[list[Any]] = []
+    for text in texts:
         out: list[Any] = []
         state: Any = lex.start()
         for ch in text:
@@ -300,10 +301,9 @@ def _walk(pred: NumberPredicate, canonical: bool, text: str, share: bool) -> lis
             out.append(state if state is None else (state, lex.is_final(state)))
             if state is None:
                 break
-        return out
-    finally:
-        NumberLexeme.share_futures = True
-        _numbers._MEMOS.clear()
+        walks.append(out)
+    _numbers._MEMOS.clear()
+    return walks
 
 
 digit_heavy = st.from_regex(r"-?[1-9][0-9]{0,30}(\.[0-9]{0,6})?([eE][+-]?[0-9]{0,3})?", fullmatch=True)
@@ -315,13 +315,10 @@ def test_steps_shared_by_future_equal_steps_per_state(
     spec: tuple[Any, ...], canonical: bool, texts: list[str]
 ) -> None:
     """The fast path (alive sets memoized by ``future_key``, one table per key) against the slow one
-    (every state decides its own successors): the same states, finality included, along every text;
-    the texts run one after another so later ones read what earlier ones memoized."""
+    (every state decides its own successors): the same states, finality included, along every text."""
     pred = build_or_reject(spec)
     assume(not pred.is_empty())
-    joined = "\x00".join(texts)  # NUL kills a walk: each text is walked from the start below
-    for text in joined.split("\x00"):
-        assert _walk(pred, canonical, text, share=True) == _walk(pred, canonical, text, share=False), text
+    assert _walk(pred, canonical, texts, share=True) == _walk(pred, canonical, texts, share=False)
 
 
 BOUNDED = [
@@ -342,8 +339,7 @@ WALKS = ["1111", "99999", "100", "101", "-1234", "-51", "12.5e3", "1e2", "123456
 def test_steps_shared_by_future_on_bounded_integer_parts(spec: tuple[Any, ...], canonical: bool) -> None:
     """The same comparison on bounds that digits can pass (where a wrong future key would show)."""
     pred = build_or_reject(spec)
-    for text in WALKS:
-        assert _walk(pred, canonical, text, share=True) == _walk(pred, canonical, text, share=False), text
+    assert _walk(pred, canonical, WALKS, share=True) == _walk(pred, canonical, WALKS, share=False)
 
 
 def test_free_integer_parts_are_decided_once_per_byte() -> None:
