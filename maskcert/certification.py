@@ -489,6 +489,7 @@ _MEANINGS = {
     "top_level_whitespace": "whether whitespace may surround the top-level value",
     "additional_items_default": "what an absent items next to prefixItems means",
     "draft": "the JSON Schema draft of a schema that declares no $schema",
+    "legacy_dependencies": "what 'dependencies' means in a 2019-09/2020-12 schema ('apply' = drafts 4-7)",
 }
 
 

@@ -64,7 +64,7 @@ def _decide_draft(kw: str, schema: dict[str, Any], profile: JsonProfile, draft: 
     if draft in ("draft-04", "draft-06", "draft-07") and "$ref" in schema and kw != "$ref":
         return "ignored", f"next to '$ref', which hides its siblings in {draft}"
     table = enforced(draft)
-    if kw in ("format", "$defs", "definitions"):
+    if kw in ("format", "$defs", "definitions") or (kw == "dependencies" and draft == "2019-09"):
         return _decide(kw, schema, profile)
     if kw == "additionalItems":
         return "enforced", "read by its sibling array-form 'items' (ignored without one)"
@@ -86,7 +86,16 @@ def _decide_draft(kw: str, schema: dict[str, Any], profile: JsonProfile, draft: 
     return "ignored", f"not a {draft} keyword: an annotation, as the spec says of unknown keywords"
 
 
+_LEGACY_DEPENDENCIES = {
+    "apply": ("enforced", "legacy_dependencies=apply: compiled with its drafts 4-7 meaning"),
+    "ignore": ("annotation", "legacy_dependencies=ignore: not a keyword of this draft, constrains nothing"),
+    "refuse": ("refused", "legacy_dependencies=refuse: a keyword of drafts 4-7 the profile will not read"),
+}
+
+
 def _decide(kw: str, schema: dict[str, Any], profile: JsonProfile) -> tuple[str, str]:
+    if kw == "dependencies":  # 2019-09 and 2020-12 split it; the profile picks a reading
+        return _LEGACY_DEPENDENCIES[profile.legacy_dependencies]
     if kw in _SIBLING_READ:
         return "enforced", _SIBLING_READ[kw]
     if kw == "format":

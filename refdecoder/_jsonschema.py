@@ -727,11 +727,29 @@ def unevaluatedItems(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | No
     return unevaluated_items(ctx, value, schema)
 
 
+def legacy_dependencies(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
+    """``dependencies`` in a 2019-09 or 2020-12 schema, which no longer define it (split into
+    ``dependentRequired``/``dependentSchemas``), read as ``JsonProfile.legacy_dependencies`` says: the
+    drafts 4-7 meaning (the JSON-Schema-Test-Suite's optional ``dependencies-compatibility`` group),
+    an annotation, or a refusal."""
+    mode = ctx.c.profile.legacy_dependencies
+    if mode == "ignore":
+        return None
+    if mode == "refuse":
+        draft = ctx.c.refs.draft_at(ctx.doc, ctx.ptr) if ctx.c.refs.draft_of else "2020-12"
+        raise Unsupported(
+            "dependencies",
+            ctx.at("dependencies"),
+            f"'dependencies' is a keyword of drafts 4-7, not of {draft}, and the profile refuses it "
+            "(JsonProfile(legacy_dependencies='refuse')); declare a draft (\"$schema\"), use "
+            "dependentRequired/dependentSchemas, or read it with legacy_dependencies='apply' or 'ignore'",
+        )
+    return dependencies(ctx, value, schema)
+
+
 REFUSED = {
     "$recursiveRef": "'$recursiveRef' is a keyword of 2019-09 (decided there), not of 2020-12; declare that "
     "draft (\"$schema\", or JsonProfile(draft='2019-09')) or use $dynamicRef",
-    "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2020-12; declare that draft "
-    "(\"$schema\", or JsonProfile(draft='draft-07')) or use dependentRequired/dependentSchemas",
 }
 
 KEYWORDS: dict[str, Keyword] = {
@@ -771,6 +789,7 @@ KEYWORDS: dict[str, Keyword] = {
     "if": if_,
     "unevaluatedProperties": unevaluatedProperties,
     "unevaluatedItems": unevaluatedItems,
+    "dependencies": legacy_dependencies,
 }
 
 
@@ -978,9 +997,4 @@ KEYWORDS_BY_DRAFT: dict[str, dict[str, Keyword]] = {
     "draft-07": _DRAFT07,
     "2019-09": _DRAFT2019,
 }
-REFUSED_BY_DRAFT: dict[str, dict[str, str]] = {
-    "2019-09": {
-        "dependencies": "'dependencies' is a keyword of drafts 4-7, not of 2019-09; declare that draft "
-        '("$schema") or use dependentRequired/dependentSchemas',
-    },
-}
+REFUSED_BY_DRAFT: dict[str, dict[str, str]] = {}

@@ -64,6 +64,7 @@ LLGUIDANCE_JSON_PROFILE = JsonProfile(
     unicode_escapes=True,
     formats="assert",
     top_level_whitespace=False,
+    legacy_dependencies="ignore",  # "Unimplemented keys: dependencies" (a warning), then ignored
 )
 
 #: ``%import common.X``: the reference's own definitions of lark's common.lark terminals (same names,

@@ -51,6 +51,7 @@ JSON_PROFILE = JsonProfile(
     formats="assert",
     top_level_whitespace=False,
     additional_items_default=False,
+    legacy_dependencies="ignore",
 )
 
 #: The largest count a ``max_tokens`` / ``max_chars`` may state (structural_tag.md "any_text").

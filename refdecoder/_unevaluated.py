@@ -492,6 +492,19 @@ class Analysis(Generic[Lang]):
         cases = [Case(self.any, local)]
         if kind.is_all(local):
             return cases
+        deps = schema.get("dependencies")
+        if (
+            c.profile.legacy_dependencies == "apply"
+            and isinstance(deps, dict)
+            and any(not isinstance(d, list) for d in deps.values())
+        ):
+            raise Unsupported(
+                kind.keyword,
+                self.where,
+                f"it sees 'dependencies' with schemas at {ptr or '/'}, read with its drafts 4-7 meaning "
+                "(JsonProfile.legacy_dependencies='apply'): whether those subschemas evaluate "
+                f"{kind.keyword[len('unevaluated') :].lower()} is defined by no draft that has both keywords",
+            )
         for kw, applicator in IN_PLACE.items():
             if kw in schema:
                 cases = self.times(cases, applicator(self, ctx, schema[kw], schema))

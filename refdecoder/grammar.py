@@ -86,6 +86,13 @@ class JsonProfile:
     * ``draft``: the JSON Schema draft of a schema (or remote document) that declares no ``$schema``
       (one of ``JSON_SCHEMA_DRAFTS``; ``4``, ``draft7``, ``draft2019-09`` and the like are accepted and
       stored as the canonical name). A declared ``$schema`` always wins.
+    * ``legacy_dependencies``: what ``dependencies`` means in a 2019-09 or 2020-12 schema, where the
+      keyword was split into ``dependentRequired``/``dependentSchemas`` and is no longer defined.
+      ``"apply"`` (default): the drafts 4-7 meaning (draft-07 Validation §6.5.7), the reading of the
+      JSON-Schema-Test-Suite's optional ``dependencies-compatibility`` group (the 2020-12 meta-schema
+      keeps the keyword, deprecated, for compatibility); ``"ignore"``: an unknown keyword, an
+      annotation (the literal reading, and what xgrammar and llguidance do); ``"refuse"``: the
+      compile refuses it (``Unsupported``), for a caller that will not pick a reading.
 
     :meth:`generation` is the profile of the spellings a person expects (docs/design.md "The generation
     profile"): a language like the engines' profiles, certifiable the same way.
@@ -101,6 +108,7 @@ class JsonProfile:
     additional_items_default: bool = True
     draft: str = _DEFAULT_DRAFT
     number_spelling: Literal["any", "canonical"] = "any"
+    legacy_dependencies: Literal["apply", "ignore", "refuse"] = "apply"
 
     @classmethod
     def generation(cls, whitespace: Literal["any", "none"] | int = "none") -> JsonProfile:
@@ -131,6 +139,12 @@ class JsonProfile:
             raise SpecError("bad JsonProfile.property_order", repr(self.property_order), '"any" or "schema"')
         if self.formats not in ("annotation", "assert"):
             raise SpecError("bad JsonProfile.formats", repr(self.formats), '"annotation" or "assert"')
+        if self.legacy_dependencies not in ("apply", "ignore", "refuse"):
+            raise SpecError(
+                "bad JsonProfile.legacy_dependencies",
+                repr(self.legacy_dependencies),
+                '"apply", "ignore" or "refuse"',
+            )
         if self.draft not in JSON_SCHEMA_DRAFTS:
             draft = _DRAFT_ALIASES.get(self.draft) if isinstance(self.draft, (str, int)) else None
             if draft is None:
@@ -138,9 +152,11 @@ class JsonProfile:
             object.__setattr__(self, "draft", draft)
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields; ``draft`` and ``number_spelling`` only when they are not the default, so that
-        specs keep the fingerprints they had before those were options."""
+        """The fields; ``draft``, ``number_spelling`` and ``legacy_dependencies`` only when they are not
+        the default, so that specs keep the fingerprints they had before those were options."""
         out = asdict(self)
+        if self.legacy_dependencies == "apply":
+            del out["legacy_dependencies"]
         if self.draft == _DEFAULT_DRAFT:
             del out["draft"]
         if self.number_spelling == "any":

@@ -327,10 +327,16 @@ def test_dependencies_both_forms(draft: str) -> None:
         assert verdicts(schema, ['{"f":1}', '{"g":1}'], draft=draft) == [False, True]
 
 
-def test_dependencies_is_refused_after_draft_7() -> None:
+def test_dependencies_after_draft_7_reads_as_the_profile_says() -> None:
+    """2019-09 and 2020-12 no longer define ``dependencies``: applied with its drafts 4-7 meaning by
+    default, an annotation under ``legacy_dependencies="ignore"``, refused under ``"refuse"``."""
+    schema = {"dependencies": {"a": ["b"]}}
     for draft in ("2019-09", "2020-12"):
-        e = refusal({"dependencies": {"a": ["b"]}}, draft=draft)
-        assert e.keyword == "dependencies" and "$schema" in e.reason
+        assert verdicts(schema, ['{"a":1}', '{"a":1,"b":2}'], draft=draft) == [False, True]
+        ignored = verdicts(schema, ['{"a":1}', '{"a":1,"b":2}'], draft=draft, legacy_dependencies="ignore")
+        assert ignored == [True, True]
+        e = refusal(schema, draft=draft, legacy_dependencies="refuse")
+        assert e.keyword == "dependencies" and "$schema" in e.reason and draft in e.reason
 
 
 def test_unevaluated_is_decided_in_2019_09() -> None:

@@ -75,7 +75,11 @@ def test_explain_lists_every_keyword_with_its_decision(
     assert rows[("/properties/a", "format")] == "enforced"
     refused = {"dependencies": {"a": ["b"]}, "anyOf": [{"$recursiveRef": "#"}]}
     rows = {(p, k): d for p, k, d, _ in keyword_decisions(refused, JsonProfile())}
-    assert rows[("/", "dependencies")] == "refused"  # a draft 4-7 keyword in a 2020-12 schema
+    assert rows[("/", "dependencies")] == "enforced"  # a draft 4-7 keyword in a 2020-12 schema: applied
+    for mode, decision in (("ignore", "annotation"), ("refuse", "refused")):
+        profile = JsonProfile(legacy_dependencies=mode)  # type: ignore[arg-type]
+        rows = {(p, k): d for p, k, d, _ in keyword_decisions(refused, profile)}
+        assert rows[("/", "dependencies")] == decision
     assert rows[("/anyOf/0", "$recursiveRef")] == "refused"
     f = tmp_path / "s.json"
     f.write_text(json.dumps(refused))
@@ -103,3 +107,39 @@ def test_schema_property_order_is_part_of_the_spec_value() -> None:
     assert g_ba.accepts(b'{"b":1,"a":2}') and not g_ba.accepts(b'{"a":1,"b":2}')
     anyorder = refdecoder.JsonProfile(whitespace="none")
     assert refdecoder.JsonSchema(ab, anyorder).canonical() == refdecoder.JsonSchema(ba, anyorder).canonical()
+
+
+def test_legacy_dependencies_readings_and_the_independent_validator() -> None:
+    """``legacy_dependencies``: the reference and the independent validator read a 2020-12
+    ``dependencies`` the same way in each mode; a bad value is a typed error; the default is left out
+    of ``as_dict`` (fingerprints of earlier specs stay); a schema-form ``dependencies`` seen by
+    ``unevaluatedProperties`` is refused under ``apply`` (no draft defines what it evaluates)."""
+    from props.contract.findings import SpecKind, SpecRef
+    from props.corpus import validate_output
+
+    schema = {"properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"], "b": {"required": ["c"]}}}
+    texts = ['{"a":1}', '{"a":1,"b":2}', '{"a":1,"b":2,"c":3}', '{"c":0}', '{"b":1}']
+    for mode, accepted in (
+        ("apply", {'{"a":1,"b":2,"c":3}', '{"c":0}'}),
+        ("ignore", set(texts)),
+    ):
+        profile = JsonProfile(legacy_dependencies=mode)  # type: ignore[arg-type]
+        g = refdecoder.compile(refdecoder.JsonSchema(schema, profile))
+        spec = SpecRef(SpecKind.JSON_SCHEMA, schema, "deps", "t", profile=profile.as_dict())
+        for t in texts:
+            assert g.accepts(t.encode()) == (t in accepted), (mode, t)
+            assert (validate_output(spec, t.encode()) is None) == (t in accepted), (mode, t)
+    assert "legacy_dependencies" not in JsonProfile().as_dict()
+    assert JsonProfile(legacy_dependencies="ignore").as_dict()["legacy_dependencies"] == "ignore"
+    with pytest.raises(refdecoder.SpecError, match="legacy_dependencies"):
+        JsonProfile(legacy_dependencies="sometimes")  # type: ignore[arg-type]
+    seen = {**schema, "unevaluatedProperties": False}
+    with pytest.raises(refdecoder.Unsupported, match="evaluate properties"):
+        refdecoder.compile(refdecoder.JsonSchema(seen, JsonProfile()))
+    only_names = {
+        "properties": {"a": {}, "b": {}},
+        "dependencies": {"a": ["b"]},
+        "unevaluatedProperties": False,
+    }
+    g = refdecoder.compile(refdecoder.JsonSchema(only_names, JsonProfile()))
+    assert not g.accepts(b'{"a":1}') and g.accepts(b'{"a":1,"b":2}') and not g.accepts(b'{"c":1}')

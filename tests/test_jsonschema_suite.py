@@ -97,3 +97,33 @@ def test_zero_disagreements(suite: dict[str, Any]) -> None:
 def test_ratchet_against_baseline(suite: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     folder = suite["folder"]
     ratchet(DRAFTS[folder][1], suite["status"], f"JSON-Schema-Test-Suite {folder} groups", capsys)
+
+
+@pytest.mark.parametrize("folder", ["draft2019-09", "draft2020-12"])
+def test_dependencies_compatibility_group(folder: str) -> None:
+    """The suite's optional ``dependencies-compatibility`` groups: 2019-09 and 2020-12 no longer define
+    ``dependencies``, and the suite says what an implementation that keeps it for compatibility reads.
+    ``legacy_dependencies="apply"`` (the default) agrees on every instance; ``"ignore"`` accepts every
+    one of them (the schemas hold nothing else); ``"refuse"`` refuses every group."""
+    path = require_shared(f"json-schema-test-suite/tests/{folder}/optional/dependencies-compatibility.json")
+    groups = json.loads(path.read_text())
+    assert len(groups) >= 7
+    disagreements, rejected = [], 0
+    for i, g in enumerate(groups):
+        assert set(g["schema"]) == {"$schema", "dependencies"}
+        apply = refdecoder.compile(refdecoder.JsonSchema(g["schema"], JsonProfile(allow_duplicate_keys=True)))
+        ignore = refdecoder.compile(
+            refdecoder.JsonSchema(
+                g["schema"], JsonProfile(allow_duplicate_keys=True, legacy_dependencies="ignore")
+            )
+        )
+        for t in g["tests"]:
+            for text in serializations(t["data"], reorder=True, escapes=True):
+                if apply.accepts(text.encode()) != t["valid"]:
+                    disagreements.append(f"#{i} {t['description']!r}: {text!r} (suite: {t['valid']})")
+                assert ignore.accepts(text.encode()), text
+            rejected += not t["valid"]
+        with pytest.raises(refdecoder.Unsupported, match="legacy_dependencies='refuse'"):
+            refdecoder.compile(refdecoder.JsonSchema(g["schema"], JsonProfile(legacy_dependencies="refuse")))
+    assert not disagreements, "\n".join(disagreements)
+    assert rejected >= 10  # the groups do reject instances: "apply" is not "ignore"

@@ -410,6 +410,8 @@ def declared_profile() -> DeclaredProfile:
             formats="annotation",
             top_level_whitespace=True,
             additional_items_default=False,
+            # its reading of a 2020-12 `dependencies` is not measured: refused, not guessed
+            legacy_dependencies="refuse",
         ),
         canonical_tokenization_only=False,
         notes=notes,

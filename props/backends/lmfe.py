@@ -149,6 +149,8 @@ def declared_profile(
             allow_duplicate_keys=True,
             unicode_escapes=True,
             formats="annotation",
+            # its reading of a 2020-12 `dependencies` is not measured: refused, not guessed
+            legacy_dependencies="refuse",
         ),
         canonical_tokenization_only=False,
         notes=notes,

@@ -137,6 +137,8 @@ def declared_profile() -> DeclaredProfile:
             unicode_escapes=True,
             formats="annotation",
             top_level_whitespace=True,
+            # its reading of a 2020-12 `dependencies` is not measured: refused, not guessed
+            legacy_dependencies="refuse",
         ),
         canonical_tokenization_only=False,
         notes=notes,

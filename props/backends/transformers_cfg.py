@@ -93,7 +93,8 @@ def declared_profile() -> DeclaredProfile:
     """transformers-CFG has no JSON Schema front end, so its JSON profile is never used; the notes
     say what its grammars mean (``parser.py``, ``recognizer.py``, 0.2.7)."""
     return DeclaredProfile(
-        json=JsonProfile(),
+        # its reading of a 2020-12 `dependencies` is not measured: refused, not guessed
+        json=JsonProfile(legacy_dependencies="refuse"),
         canonical_tokenization_only=False,
         notes=(
             "transformers_cfg/parser.py parse_ebnf: llama.cpp-style EBNF (GBNF); a syntax error is logged and "

@@ -40,7 +40,7 @@ from refdecoder import JsonProfile
 
 __all__ = ["validate_output", "validate_instance", "profile_of", "draft_validator", "validator_draft"]
 
-_VALIDATORS: OrderedDict[tuple[str, bool, str, str], Any] = OrderedDict()
+_VALIDATORS: OrderedDict[tuple[str, bool, str, str, str], Any] = OrderedDict()
 _CACHE_SIZE = 256
 
 
@@ -253,13 +253,17 @@ def _canonical_metas(schema: Any) -> Any:
     return walk(schema)
 
 
-def _validator(schema: Any, assert_formats: bool, strict: str, draft: str = "2020-12") -> Any:
+def _validator(
+    schema: Any, assert_formats: bool, strict: str, draft: str = "2020-12", legacy_dependencies: str = "apply"
+) -> Any:
     """A cached ``jsonschema`` validator for ``schema`` read in its ``$schema`` draft, or ``draft``
     when it declares none; ``strict`` names the strict reading of absent keywords ("" none,
-    "properties", "items": see ``_schema.strict_additional``)."""
+    "properties", "items": see ``_schema.strict_additional``). ``legacy_dependencies="apply"`` gives
+    the 2019-09 and 2020-12 validators draft-07's ``dependencies`` (jsonschema's own function for it,
+    which those validators leave out: the JSON-Schema-Test-Suite's optional compatibility reading)."""
     import jsonschema
 
-    key = (json.dumps(schema, sort_keys=True), assert_formats, strict, draft)
+    key = (json.dumps(schema, sort_keys=True), assert_formats, strict, draft, legacy_dependencies)
     v = _VALIDATORS.get(key)
     if v is not None:
         _VALIDATORS.move_to_end(key)
@@ -299,11 +303,10 @@ def _validator(schema: Any, assert_formats: bool, strict: str, draft: str = "202
             yield jsonschema.ValidationError(f"{instance} is not a multiple of {d}")
 
     types = _DECIMAL_TYPES_DRAFT4 if cls is jsonschema.Draft4Validator else _DECIMAL_TYPES
-    cls = jsonschema.validators.extend(
-        cls,
-        {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties},
-        type_checker=cls.TYPE_CHECKER.redefine_many(types),
-    )
+    keywords = {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties}
+    if legacy_dependencies == "apply" and "dependencies" not in cls.VALIDATORS:
+        keywords["dependencies"] = jsonschema.Draft7Validator.VALIDATORS["dependencies"]
+    cls = jsonschema.validators.extend(cls, keywords, type_checker=cls.TYPE_CHECKER.redefine_many(types))
     formats = format_checker() if assert_formats else None  # RFC readings: props/corpus/format_check.py
     v = cls(doc, format_checker=formats)
     _VALIDATORS[key] = v
@@ -322,7 +325,9 @@ def _schema_error(schema: Any, value: Any, profile: JsonProfile, strict: str) ->
     import jsonschema
     import referencing.exceptions
 
-    validator = _validator(schema, profile.formats == "assert", strict, profile.draft)
+    validator = _validator(
+        schema, profile.formats == "assert", strict, profile.draft, profile.legacy_dependencies
+    )
     try:
         err = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except referencing.exceptions.Unresolvable as e:

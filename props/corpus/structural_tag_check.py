@@ -97,6 +97,7 @@ _READING_PROFILE: dict[str, dict[str, Any]] = {
         "additional_properties_default": False,
         "additional_items_default": False,
         "formats": "assert",
+        "legacy_dependencies": "ignore",
     },
 }
 
