@@ -13,8 +13,10 @@ make it 11,017 states; ``date-time`` glues ``full-date`` in front of it without 
 old construction and the full canonicalization. The JSON front-end reads such large languages
 lazily at the byte level (``refdecoder._jsonstring``), so none of them needs a byte table.
 
-:func:`format_dfa` returns ``None`` for a format we do not implement exactly (``idn-hostname``
-and ``regex``, each with its reason in :data:`UNSUPPORTED`; unknown names): the
+:func:`format_dfa` returns ``None`` for a format we do not implement exactly (``idn-hostname``,
+with its reason in :data:`UNSUPPORTED`; unknown names) or that no automaton holds (``regex``, a
+context-free language with early errors: ``refdecoder._ecma_pattern`` decides it, and the JSON Schema
+front-end reads it through ``_shapes.CheckedStrings``): the
 caller refuses it (validation 2020-12 §7.2.3: an implementation asserting formats that cannot
 validate one fully must refuse the schema) or treats it as an annotation. Where a Python checker
 (the ones ``jsonschema`` uses) disagrees with the RFC, the RFC wins; each function lists the known
@@ -604,11 +606,6 @@ UNSUPPORTED: dict[str, str] = {
         "automaton of practical size (the code point rules of RFC 5891-5893 are one of about 250 "
         "states, refdecoder._idna, but their product with even a 63/253 count of code points "
         "would have millions)"
-    ),
-    "regex": (
-        "ECMA-262 patterns (§22.2.1) nest groups and classes to any depth, a context-free and not "
-        "a regular language, and their early errors (duplicate group names, \\k<name> without its "
-        "group, {n,m} with n > m, class ranges out of order) need memory no code point automaton has"
     ),
 }
 

@@ -55,9 +55,11 @@ from ._shape_algebra import ShapeAlgebra, TooManyAlternatives
 from ._shapes import (
     ANY_ARRAY,
     ANY_OBJECT,
+    CHECKERS,
     FALSE,
     TRUE,
     ArrayShape,
+    CheckedStrings,
     Contains,
     CountedStrings,
     Expr,
@@ -384,6 +386,10 @@ def format_(ctx: Ctx, value: Any, schema: dict[str, Any]) -> Shape | None:
         return None
     from ._formats import UNSUPPORTED, format_dfa
 
+    if (
+        isinstance(value, str) and value in CHECKERS
+    ):  # not an automaton: a checker reads it (refdecoder/_ecma_pattern.py)
+        return only(string=CheckedStrings(value, 0, ctx.at("format")))
     dfa = format_dfa(value) if isinstance(value, str) else None
     if dfa is None:
         why = (

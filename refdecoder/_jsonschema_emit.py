@@ -17,10 +17,12 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations, product
 from typing import Any
 
+from ._ecma_pattern import PATTERN
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._jsonschema import Compiler, where_of
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
+from ._jsonstring_checked import CheckedJsonStringLexeme
 from ._keymemory import KeyLexeme, language_size
 from ._lexeme import ByteDFA
 from ._limits import check_bound, spend
@@ -30,6 +32,7 @@ from ._shapes import (
     FALSE,
     TRUE,
     ArrayShape,
+    CheckedStrings,
     CountedStrings,
     Expr,
     ObjectShape,
@@ -619,6 +622,8 @@ class Emitter:
     def string_lexeme(self, strings: Strings) -> ByteDFA | JsonStringLexeme:
         """A byte table within ``automaton_states``, else the same language read lazily; a counted
         language (:class:`CountedStrings`) counts its length in the lexeme's state."""
+        if isinstance(strings, CheckedStrings):
+            return CheckedJsonStringLexeme(PATTERN, self.profile.unicode_escapes, strings.min_length)
         if isinstance(strings, CountedStrings):
             return JsonStringLexeme(strings.dfa, self.profile.unicode_escapes, (strings.lo, strings.hi))
         return json_string_lexeme(strings, self.profile.unicode_escapes, self.c.limits.automaton_states)

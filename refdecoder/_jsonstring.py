@@ -294,8 +294,29 @@ class JsonStringLexeme:
         if isinstance(state, int):
             return self._path(state)
         st: tuple[Any, ...] = state  # type: ignore[assignment]
-        kind, s = st[0], st[1]
-        q, n = self._split(s)
+        q, n = self._split(st[1])
+        options = self._pending(st)
+        best: tuple[int, int, int, Any] | None = None
+        for lo, hi, extra, spell in options:
+            for a, b in _without_surrogates(lo, hi):
+                for rlo, rhi, t in self._rows[q]:
+                    if rlo <= b and rhi >= a:
+                        if self._lengths is not None:
+                            if not self._viable(t, n + 1):
+                                continue
+                            t += (n + 1) * self._n
+                        cost = extra + self._cost(t)
+                        if best is None or cost < best[0]:
+                            best = (cost, max(a, rlo), t, spell)
+        if best is None:
+            raise AssertionError(f"JsonStringLexeme: state {state!r} has no completion (trimness broken)")
+        _, cp, t, spell = best
+        return spell(cp) + self._path(t)
+
+    def _pending(self, st: tuple[Any, ...]) -> list[tuple[int, int, int, Any]]:
+        """The code points a partial encoding ``st`` can still become, as ``(lo, hi, bytes still to
+        type, spelling of the rest)`` per way of finishing it."""
+        kind = st[0]
         options: list[tuple[int, int, int, Any]] = []  # (lo, hi, bytes still to type, spelling)
         if kind == "u":
             acc, need, total = st[2], st[3], st[4]
@@ -332,22 +353,7 @@ class JsonStringLexeme:
             options.append(
                 (base + lo - 0xDC00, base + hi - 0xDC00, 4 - k, lambda cp, k=k: _pair(cp)[8 + k :])
             )
-        best: tuple[int, int, int, Any] | None = None
-        for lo, hi, extra, spell in options:
-            for a, b in _without_surrogates(lo, hi):
-                for rlo, rhi, t in self._rows[q]:
-                    if rlo <= b and rhi >= a:
-                        if self._lengths is not None:
-                            if not self._viable(t, n + 1):
-                                continue
-                            t += (n + 1) * self._n
-                        cost = extra + self._cost(t)
-                        if best is None or cost < best[0]:
-                            best = (cost, max(a, rlo), t, spell)
-        if best is None:
-            raise AssertionError(f"JsonStringLexeme: state {state!r} has no completion (trimness broken)")
-        _, cp, t, spell = best
-        return spell(cp) + self._path(t)
+        return options
 
     def _cost(self, s: int) -> int:
         """Bytes of a shortest completion of the state ``s`` between code points."""

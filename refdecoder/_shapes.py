@@ -10,14 +10,16 @@ values of that type a schema expression accepts; containers are unions of :class
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ._ecma_pattern import PATTERN, PatternState
 from ._fsa import CodepointDFA, _length_range, dfa_bound
 from ._jsonstring import remaining_lengths
+from ._keymemory import language_size
 from ._numbers import NumberPredicate
-from .errors import LimitExceeded
+from .errors import LimitExceeded, Unsupported
 
 Expr = Hashable
 TRUE: Expr = ("true",)
@@ -124,8 +126,41 @@ class CountedStrings:
         return self.dfa.length_between(self.lo, self.hi)
 
 
-#: A string language of a shape: an automaton, or one with its length counted lazily.
-Strings = CodepointDFA | CountedStrings
+@dataclass(frozen=True)
+class CheckedStrings:
+    """The strings a non-regular checker accepts (``checker`` names one in :data:`CHECKERS`: only
+    ``"regex"``, ``format: regex``) with at least ``min_length`` code points, read by
+    :class:`~refdecoder._jsonstring_checked.CheckedJsonStringLexeme`. Never empty: the checker's
+    language has strings of every length (a pattern grows by ``a``). Only what keeps that form exactly
+    is decided (:func:`and_strings`): an intersection with ``Σ*``, a minimum length, itself, or a
+    finite language (filtered by the checker into an automaton); anything else — a maximum length, a
+    pattern, a complement, a union — is refused, where ``where`` says (no automaton holds it)."""
+
+    checker: str
+    min_length: int = 0
+    where: str = field(default="", compare=False)
+
+    def is_empty(self) -> bool:
+        return False
+
+    def is_universal(self) -> bool:
+        return False
+
+    def materialize(self) -> CodepointDFA:
+        raise Unsupported(
+            "format",
+            self.where,
+            f"format {self.checker!r} is a context-free language with early errors ({CHECKERS[self.checker]}), "
+            "decided beside Σ*, minLength, enum and const only: its union, complement or intersection "
+            "with another automaton is not an automaton",
+        )
+
+
+#: The checkers :class:`CheckedStrings` names, and what they read.
+CHECKERS = {"regex": "ECMA-262 patterns, refdecoder/_ecma_pattern.py"}
+
+#: A string language of a shape: an automaton, one with its length counted lazily, or a checker's.
+Strings = CodepointDFA | CountedStrings | CheckedStrings
 
 
 def string_dfa(s: Strings) -> CodepointDFA:
@@ -140,6 +175,8 @@ def and_strings(a: Strings, b: Strings) -> Strings:
     for e in (a, b):
         if isinstance(e, CodepointDFA) and e.is_empty():  # ∅ ∩ X = ∅ (no finals: no string)
             return e
+    if isinstance(a, CheckedStrings) or isinstance(b, CheckedStrings):
+        return _and_checked(a, b)
     if isinstance(a, CountedStrings) or isinstance(b, CountedStrings):
         c, o = (a, b) if isinstance(a, CountedStrings) else (b, a)
         assert isinstance(c, CountedStrings)
@@ -166,6 +203,53 @@ def and_strings(a: Strings, b: Strings) -> Strings:
                 _TOO_LARGE.clear()
             _TOO_LARGE.add(memo)
     return _counted(d, lo, hi)
+
+
+def _and_checked(a: Strings, b: Strings) -> Strings:
+    """``a ∩ b`` with a checker's language on one side (:class:`CheckedStrings`): exact, or refused."""
+    c, o = (a, b) if isinstance(a, CheckedStrings) else (b, a)
+    assert isinstance(c, CheckedStrings)
+    if isinstance(o, CheckedStrings) and o.checker == c.checker:
+        return CheckedStrings(c.checker, max(c.min_length, o.min_length), c.where)
+    if isinstance(o, CodepointDFA):
+        if o.is_empty():
+            return o
+        if o.is_universal():
+            return c
+        r = _length_range(o)
+        if r is not None and r[1] is None:  # a minimum length only
+            return CheckedStrings(c.checker, max(c.min_length, r[0]), c.where)
+        words = _finite_words(o, 10_000)
+        if words is not None:  # enum/const: the checker filters the members
+            return CodepointDFA.literals(w for w in words if len(w) >= c.min_length and _checks(c.checker, w))
+    return c.materialize()  # refused, with the reason
+
+
+def _finite_words(d: CodepointDFA, cap: int) -> list[str] | None:
+    """Every string of ``d`` when it has at most ``cap`` of them, else None."""
+    size = language_size(d, cap + 1)
+    if size is None or size > cap:
+        return None
+    out: list[str] = []
+    stack: list[tuple[int, str]] = [(d.start(), "")]
+    while stack:
+        q, w = stack.pop()
+        if d.is_final(q):
+            out.append(w)
+        for lo, hi, t in d.row(q):
+            stack.extend((t, w + chr(cp)) for cp in range(lo, hi + 1))
+    return out
+
+
+def _checks(checker: str, word: str) -> bool:
+    assert checker == "regex"
+    st: PatternState | None = PATTERN.start()
+    for ch in word:
+        assert st is not None
+        st = PATTERN.step(st, ord(ch))
+        if st is None:
+            return False
+    return st is not None and PATTERN.is_final(st)
 
 
 def _split_lengths(a: CodepointDFA, b: CodepointDFA) -> tuple[CodepointDFA, int, int] | None:
@@ -199,6 +283,7 @@ def _counted(d: Strings, lo: int, hi: int) -> Strings:
     """``d ∩ {length in [lo, hi]}`` as a :class:`CountedStrings` (the empty automaton if empty)."""
     if isinstance(d, CountedStrings):
         return _counted(d.dfa, max(lo, d.lo), min(hi, d.hi))
+    assert isinstance(d, CodepointDFA), "a checker's language is intersected by _and_checked"
     out = CountedStrings(d, lo, hi)
     return CodepointDFA.empty() if out.is_empty() else out
 

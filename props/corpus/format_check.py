@@ -2,7 +2,8 @@
 
 When a profile asserts formats, the independent validator (``props.corpus._validate``) judges each
 ``format`` with these functions instead of ``jsonschema``'s own checkers, which it keeps only for
-the formats the reference refuses (``idn-hostname``, ``regex``). jsonschema's
+the formats the reference refuses (``idn-hostname``). ``regex`` is ECMA-262 patterns read by
+``props.corpus.ecma_pattern_check`` (jsonschema's own checker compiles them with Python's ``re``). jsonschema's
 checkers are not RFC readings everywhere: ``email`` and ``idn-email`` only look for an ``@``;
 ``date-time`` and ``time`` reject every leap second; ``date`` rejects year 0000; ``hostname``
 (``fqdn``) accepts a trailing dot and a trailing newline; ``duration``, ``iri``, ``iri-reference``
@@ -29,6 +30,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
+
+from props.corpus.ecma_pattern_check import ecma_pattern_valid
 
 __all__ = ["CHECKS", "format_checker"]
 
@@ -372,6 +375,7 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "uri-template": is_uri_template,
     "json-pointer": is_json_pointer,
     "relative-json-pointer": is_relative_json_pointer,
+    "regex": ecma_pattern_valid,
 }
 
 
