@@ -493,8 +493,9 @@ class Analysis(Generic[Lang]):
         if kind.is_all(local):
             return cases
         deps = schema.get("dependencies")
-        if (
+        if (  # dependencies applies to objects only, so it evaluates no array items
             c.profile.legacy_dependencies == "apply"
+            and kind.keyword == "unevaluatedProperties"
             and isinstance(deps, dict)
             and any(not isinstance(d, list) for d in deps.values())
         ):
@@ -503,7 +504,7 @@ class Analysis(Generic[Lang]):
                 self.where,
                 f"it sees 'dependencies' with schemas at {ptr or '/'}, read with its drafts 4-7 meaning "
                 "(JsonProfile.legacy_dependencies='apply'): whether those subschemas evaluate "
-                f"{kind.keyword[len('unevaluated') :].lower()} is defined by no draft that has both keywords",
+                "properties is defined by no draft that has both keywords",
             )
         for kw, applicator in IN_PLACE.items():
             if kw in schema:

@@ -143,3 +143,7 @@ def test_legacy_dependencies_readings_and_the_independent_validator() -> None:
     }
     g = refdecoder.compile(refdecoder.JsonSchema(only_names, JsonProfile()))
     assert not g.accepts(b'{"a":1}') and g.accepts(b'{"a":1,"b":2}') and not g.accepts(b'{"c":1}')
+    items = {"dependencies": {"a": {"required": ["b"]}}, "prefixItems": [True], "unevaluatedItems": False}
+    g = refdecoder.compile(refdecoder.JsonSchema(items, JsonProfile()))  # objects only: no items evaluated
+    verdicts = [g.accepts(t) for t in (b"[1]", b"[1,2]", b'{"a":1}', b'{"a":1,"b":2}')]
+    assert verdicts == [True, False, False, True]
