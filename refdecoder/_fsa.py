@@ -566,6 +566,21 @@ def walk_minimal(
     return CodepointDFA(tuple(out_rows), frozenset(out_fin))
 
 
+@lru_cache(maxsize=64)
+def _length_chain(min_len: int, max_len: int | None) -> CodepointDFA:
+    """:meth:`CodepointDFA._lengths` once its bounds are checked. State i counts i code points read;
+    states with different counts accept different lengths (the largest one, or the least missing
+    one, differ), so the chain is trim, minimal and in BFS order already: ``from_minimal`` only
+    numbers it, without ``canonical``'s Hopcroft pass, whose work grows with the chain
+    (tests/test_compile_scale.py checks the tables agree). Kept per bounds: an immutable value, and
+    a schema repeats its ``maxLength`` (one with ``maxLength: 32767`` thrice built 32,768 rows each time)."""
+    if max_len is None:
+        rows = [[(lo, hi, min(i + 1, min_len)) for lo, hi in ALPHABET] for i in range(min_len + 1)]
+        return from_minimal(rows, 0, [min_len])
+    rows = [[(lo, hi, i + 1) for lo, hi in ALPHABET] for i in range(max_len)] + [[]]
+    return from_minimal(rows, 0, range(min_len, max_len + 1))
+
+
 def _full_target(row: Row) -> int | None:
     """The one target of a row that sends every scalar value to it (a length counter's), else None."""
     if len(row) != len(ALPHABET):
@@ -577,10 +592,21 @@ def _full_target(row: Row) -> int | None:
     return t
 
 
+_UNKNOWN = object()  # CodepointDFA._lrange not computed yet
+
+
 def _length_range(d: CodepointDFA) -> tuple[int, int | None] | None:
     """``(m, M)`` when ``L(d)`` is all strings with a length in ``[m, M]`` (``M`` None: unbounded), as
     :meth:`CodepointDFA._lengths` builds it (canonical: state i counts i code points, a dead end or a
-    self-loop last, the finals ``m..``); else None."""
+    self-loop last, the finals ``m..``); else None. Computed once per automaton (a walk over every
+    row: a ``maxLength: 32767`` counter met in many intersections took seconds)."""
+    if d._lrange is _UNKNOWN:
+        d._lrange = _length_range_uncached(d)
+    out: tuple[int, int | None] | None = d._lrange
+    return out
+
+
+def _length_range_uncached(d: CodepointDFA) -> tuple[int, int | None] | None:
     rows, fin = d._rows, d._finals
     n = len(rows)
     if not fin:
@@ -650,13 +676,14 @@ class CodepointDFA:
     constructors and the operations, never ``__init__`` directly.
     """
 
-    __slots__ = ("_rows", "_finals", "_key", "_los")
+    __slots__ = ("_rows", "_finals", "_key", "_los", "_lrange")
 
     def __init__(self, rows: tuple[Row, ...], finals: frozenset[int]) -> None:
         self._rows = rows
         self._finals = finals
         self._key: tuple[str, str] | None = None  # the digest, when first asked for (``key``)
         self._los: list[list[int]] | None = None
+        self._lrange: Any = _UNKNOWN  # _length_range, when first asked for
 
     # -- constructors ---------------------------------------------------------------------------
     @classmethod
@@ -738,18 +765,8 @@ class CodepointDFA:
         if top + 1 > max_states:
             raise LimitExceeded("dfa_states", top + 1, max_states)
         check_bound("length", top)
-        spend(top)
-        # State i counts i code points read; states with different counts accept different lengths
-        # (the largest one, or the least missing one, differ), so the chain is trim, minimal and in BFS
-        # order already: ``from_minimal`` only numbers it, without ``canonical``'s Hopcroft pass, whose
-        # work grows with the chain (tests/test_compile_scale.py checks the tables agree).
-        if max_len is None:
-            rows = [[(lo, hi, min(i + 1, min_len)) for lo, hi in ALPHABET] for i in range(min_len + 1)]
-            return from_minimal(rows, 0, [min_len])
-        if max_len + 1 > max_states:
-            raise LimitExceeded("dfa_states", max_len + 1, max_states)
-        rows = [[(lo, hi, i + 1) for lo, hi in ALPHABET] for i in range(max_len)] + [[]]
-        return from_minimal(rows, 0, range(min_len, max_len + 1))
+        spend(top)  # the fuel of building it, spent on every call (the cache below is speed only)
+        return _length_chain(min_len, max_len)
 
     # -- Boolean operations (product construction) ---------------------------------------------
     def _product(
