@@ -238,19 +238,15 @@ def violated_keyword(spec: SpecRef, output: bytes) -> str:
     import jsonschema
     from referencing.exceptions import Unresolvable
 
-    from props.corpus import draft_validator, profile_of
+    from props.corpus import CorpusError, schema_validator
 
     try:
         instance = json.loads(output)
     except (ValueError, UnicodeDecodeError):
         return "syntax"
-    try:
-        default = draft_validator(profile_of(spec).draft)  # the draft of a schema without $schema
-        cls = jsonschema.validators.validator_for(spec.source, default=default)
-        error = jsonschema.exceptions.best_match(
-            cls(spec.source, format_checker=cls.FORMAT_CHECKER).iter_errors(instance)
-        )
-    except (jsonschema.exceptions.SchemaError, Unresolvable, RecursionError):
+    try:  # the independent validator's own reading (draft, formats, legacy dependencies)
+        error = jsonschema.exceptions.best_match(schema_validator(spec).iter_errors(instance))
+    except (CorpusError, jsonschema.exceptions.SchemaError, Unresolvable, RecursionError):
         return "keyword ?"
     if error is None:
         return "keyword ?"

@@ -21,6 +21,7 @@ from props.corpus._serialize import serializations
 from props.corpus._validate import (
     draft_validator,
     profile_of,
+    schema_validator,
     validate_instance,
     validate_output,
     validator_draft,
@@ -35,6 +36,7 @@ __all__ = [
     "CorpusError",
     "corpus_names",
     "draft_validator",
+    "schema_validator",
     "load_corpus",
     "profile_of",
     "reference_spec",

@@ -38,7 +38,14 @@ from props.corpus.format_check import format_checker
 from props.corpus.gbnf_check import gbnf_accepts
 from refdecoder import JsonProfile
 
-__all__ = ["validate_output", "validate_instance", "profile_of", "draft_validator", "validator_draft"]
+__all__ = [
+    "validate_output",
+    "validate_instance",
+    "profile_of",
+    "draft_validator",
+    "validator_draft",
+    "schema_validator",
+]
 
 _VALIDATORS: OrderedDict[tuple[str, bool, str, str, str], Any] = OrderedDict()
 _CACHE_SIZE = 256
@@ -313,6 +320,14 @@ def _validator(
     if len(_VALIDATORS) > _CACHE_SIZE:
         _VALIDATORS.popitem(last=False)
     return v
+
+
+def schema_validator(spec: SpecRef) -> Any:
+    """The (cached) ``jsonschema`` validator :func:`validate_output` judges a JSON spec's schema with,
+    without the profile's strict readings: its draft, its format assertion with the RFC checkers, its
+    ``legacy_dependencies``. Raises :class:`CorpusError` for a schema its draft's meta-schema rejects."""
+    p = profile_of(spec)
+    return _validator(spec.source, p.formats == "assert", "", p.draft, p.legacy_dependencies)
 
 
 _STRICT = {
