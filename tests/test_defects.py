@@ -330,3 +330,8 @@ def test_the_keyword_an_invalid_output_breaks() -> None:
     short = SpecRef(SpecKind.JSON_SCHEMA, {"maxItems": 1}, "m", "t")
     assert violated_keyword(short, b"[1,2]") == "keyword maxItems"
     assert violated_keyword(SpecRef(SpecKind.REGEX, "a", "r", "t"), b"b") == "language"
+    # the independent validator's reading: dependencies applied in 2020-12, ECMA-262 patterns for regex
+    deps = SpecRef(SpecKind.JSON_SCHEMA, {"dependencies": {"a": ["b"]}}, "d", "t")
+    assert violated_keyword(deps, b'{"a":1}') == "keyword dependencies"
+    rx = SpecRef(SpecKind.JSON_SCHEMA, {"format": "regex"}, "x", "t", profile={"formats": "assert"})
+    assert violated_keyword(rx, b'"]"') == "keyword format"  # Python's re compiles "]"
