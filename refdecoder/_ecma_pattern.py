@@ -461,6 +461,16 @@ class PatternChecker:
             return None if mid is None else _unit(mid, _LOW + ((cp - 0x10000) & 0x3FF))
         return _unit(st, cp)
 
+    def accepts(self, text: str) -> bool:
+        """``text`` is a whole pattern."""
+        st: PatternState | None = self.start()
+        for ch in text:
+            assert st is not None
+            st = self.step(st, ord(ch))
+            if st is None:
+                return False
+        return st is not None and self.is_final(st)
+
     def is_final(self, st: PatternState) -> bool:
         """A whole Pattern: between terms, no class or group open, every early error checked."""
         tag = st.mode[0]

@@ -143,6 +143,20 @@ class KeyLexeme:
         return f"KeyLexeme(region={self.region.size} states, unicode_escapes={self._escapes})"
 
 
+def finite_words(dfa: CodepointDFA) -> list[str]:
+    """Every string of a finite language (depth first over the acyclic automaton; callers bound its
+    size first with :func:`language_size`)."""
+    out: list[str] = []
+    stack: list[tuple[int, str]] = [(dfa.start(), "")]
+    while stack:
+        q, s = stack.pop()
+        if dfa.is_final(q):
+            out.append(s)
+        for lo, hi, t in dfa.row(q):
+            stack.extend((t, s + chr(c)) for c in range(lo, hi + 1))
+    return out
+
+
 def language_size(dfa: CodepointDFA, cap: int) -> int | None:
     """How many strings ``dfa`` accepts, saturated at ``cap``; None when infinitely many.
 

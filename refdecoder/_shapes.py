@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ._ecma_pattern import PATTERN, PatternState
+from ._ecma_pattern import PATTERN
 from ._fsa import CodepointDFA, _length_range, dfa_bound
 from ._jsonstring import remaining_lengths
-from ._keymemory import language_size
+from ._keymemory import finite_words, language_size
 from ._numbers import NumberPredicate
 from .errors import LimitExceeded, Unsupported
 
@@ -221,35 +221,15 @@ def _and_checked(a: Strings, b: Strings) -> Strings:
             return CheckedStrings(c.checker, max(c.min_length, r[0]), c.where)
         words = _finite_words(o, 10_000)
         if words is not None:  # enum/const: the checker filters the members
-            return CodepointDFA.literals(w for w in words if len(w) >= c.min_length and _checks(c.checker, w))
+            assert c.checker == "regex"
+            return CodepointDFA.literals(w for w in words if len(w) >= c.min_length and PATTERN.accepts(w))
     return c.materialize()  # refused, with the reason
 
 
 def _finite_words(d: CodepointDFA, cap: int) -> list[str] | None:
     """Every string of ``d`` when it has at most ``cap`` of them, else None."""
     size = language_size(d, cap + 1)
-    if size is None or size > cap:
-        return None
-    out: list[str] = []
-    stack: list[tuple[int, str]] = [(d.start(), "")]
-    while stack:
-        q, w = stack.pop()
-        if d.is_final(q):
-            out.append(w)
-        for lo, hi, t in d.row(q):
-            stack.extend((t, w + chr(cp)) for cp in range(lo, hi + 1))
-    return out
-
-
-def _checks(checker: str, word: str) -> bool:
-    assert checker == "regex"
-    st: PatternState | None = PATTERN.start()
-    for ch in word:
-        assert st is not None
-        st = PATTERN.step(st, ord(ch))
-        if st is None:
-            return False
-    return st is not None and PATTERN.is_final(st)
+    return None if size is None or size > cap else finite_words(d)
 
 
 def _split_lengths(a: CodepointDFA, b: CodepointDFA) -> tuple[CodepointDFA, int, int] | None:

@@ -68,7 +68,7 @@ from typing import Any, Protocol
 from ._fsa import CodepointDFA, UnicodeEscapes
 from ._ir import CALL, RETURN, Action
 from ._jsonstring import JsonStringLexeme, json_string_lexeme
-from ._keymemory import language_size
+from ._keymemory import finite_words, language_size
 from ._lexeme import ByteDFA, can_continue
 from ._limits import current_limits, limits_scope
 from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
@@ -395,7 +395,7 @@ class ScalarValueLexeme:
         size = language_size(self.string, cap)
         if size is None or len(out) + size >= cap:
             return None
-        out.update(("str", s) for s in _strings(self.string))
+        out.update(("str", s) for s in finite_words(self.string))
         return frozenset(out) if len(out) < cap else None
 
     # -- the value-lexeme protocol ------------------------------------------------------------------
@@ -552,19 +552,6 @@ def _predicate_points(pred: NumberPredicate, cap: int) -> set[Canon] | None:
             raise LimitExceeded("unique_items_number_points", hi - lo, span)
         out.update(_number_of_fraction(k * m) for k in range(lo, hi + 1) if all(k % q for q in qs))
     return out if len(out) < cap else None
-
-
-def _strings(dfa: CodepointDFA) -> list[str]:
-    """Every string of a finite language (depth first over the acyclic automaton)."""
-    out: list[str] = []
-    stack: list[tuple[int, str]] = [(dfa.start(), "")]
-    while stack:
-        q, s = stack.pop()
-        if dfa.is_final(q):
-            out.append(s)
-        for lo, hi, t in dfa.row(q):
-            stack.extend((t, s + chr(c)) for c in range(lo, hi + 1))
-    return out
 
 
 class AnyValueLexeme:
