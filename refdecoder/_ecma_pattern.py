@@ -36,12 +36,11 @@ completion can make valid. :meth:`PatternChecker.complete` builds such a complet
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from ._cpset import CPSet, contains, intersect, normalize, union
+from ._cpset import CPSet, contains, difference, intersect, normalize, union
 
 __all__ = ["PatternChecker", "PatternState", "UNICODE_VERSION", "derive_identifier_sets", "PATTERN"]
 
@@ -49,7 +48,7 @@ __all__ = ["PatternChecker", "PatternState", "UNICODE_VERSION", "derive_identifi
 UNICODE_VERSION = "14.0.0"
 
 _CLASS = -1  # the "value" of a class escape (\d \D \s \S \w \W): no range may end in it
-_SYNTAX_FREE = -2  # sentinel: no previous class atom
+_NO_ATOM = -2  # the "previous atom" of a class phase that has none (never read)
 _HEX = {**{0x30 + i: i for i in range(10)}, **{0x41 + i: 10 + i for i in range(6)}}
 _HEX.update({0x61 + i: 10 + i for i in range(6)})
 _CONTROL = {ord("f"): 0xC, ord("n"): 0xA, ord("r"): 0xD, ord("t"): 0x9, ord("v"): 0xB}
@@ -92,13 +91,7 @@ def derive_identifier_sets() -> tuple[CPSet, CPSet]:
     excluded = union(normalize(_PATTERN_SYNTAX), normalize(_PATTERN_WHITE_SPACE))
     s = union(normalize(start), normalize(_OTHER_ID_START))
     c = union(s, normalize(cont), normalize(_OTHER_ID_CONTINUE))
-    return _minus(s, excluded), _minus(c, excluded)
-
-
-def _minus(a: CPSet, b: CPSet) -> CPSet:
-    from ._cpset import difference
-
-    return difference(a, b)
+    return difference(s, excluded), difference(c, excluded)
 
 
 @lru_cache(maxsize=1)
@@ -204,7 +197,7 @@ def _class_atom(st: PatternState, value: int, **kw: Any) -> PatternState | None:
     if phase == "dash":
         if prev == _CLASS or value == _CLASS or prev > value:
             return None
-        return replace(st, mode=("S",), cls=("start", _SYNTAX_FREE), **kw)
+        return replace(st, mode=("S",), cls=("start", _NO_ATOM), **kw)
     return replace(st, mode=("S",), cls=("atom", value), **kw)
 
 
@@ -230,7 +223,7 @@ def _term(st: PatternState, u: int) -> PatternState | None:
             return None
         return _atom(st, quantifiable=st.stack[-1], stack=st.stack[:-1])
     if u == 0x5B:  # [
-        return replace(st, mode=("S",), cls=("open", _SYNTAX_FREE))
+        return replace(st, mode=("S",), cls=("open", _NO_ATOM))
     if u == 0x7C:  # |
         return replace(st, mode=("T", 0))
     if u in (0x2A, 0x2B, 0x3F):  # * + ?
@@ -415,7 +408,7 @@ def _class(st: PatternState, u: int) -> PatternState | None:
     if u == 0x5C:
         return replace(st, mode=("E",))
     if u == 0x5E and phase == "open":  # [^
-        return replace(st, cls=("start", _SYNTAX_FREE))
+        return replace(st, cls=("start", _NO_ATOM))
     if u == 0x2D and phase == "atom":
         return replace(st, cls=("dash", prev))
     return _class_atom(st, u)
@@ -447,9 +440,7 @@ class PatternChecker:
     ``complete`` (a completion). States are :class:`PatternState` values."""
 
     key = ("ecma-262-pattern", "es2020", "no-annex-b", "non-unicode", UNICODE_VERSION)
-
-    def __init__(self) -> None:
-        self._allowed: OrderedDict[PatternState, CPSet] = OrderedDict()
+    what = "ECMA-262 patterns, refdecoder/_ecma_pattern.py"
 
     def start(self) -> PatternState:
         return PatternState()
@@ -480,52 +471,8 @@ class PatternChecker:
         return st.refs <= st.names and max_ref <= st.groups
 
     def allowed(self, st: PatternState) -> CPSet:
-        """The code points ``step`` takes from ``st`` (memoized per state)."""
-        hit = self._allowed.get(st)
-        if hit is not None:
-            self._allowed.move_to_end(st)
-            return hit
-        out = self._allowed_uncached(st)
-        self._allowed[st] = out
-        if len(self._allowed) > 4096:
-            self._allowed.popitem(last=False)
-        return out
-
-    def _allowed_uncached(self, st: PatternState) -> CPSet:
-        """ASCII one by one; above it, code points the grammar tells apart only by their identifier
-        class (ID_Start, ID_Continue, ZWNJ/ZWJ, other), tried by the class's smallest member, and by
-        value where a class range is pending (a threshold); above U+FFFF by the high surrogate,
-        except in a group name or after ``(?<`` (identifier classes) and a pending range (threshold)."""
-        start, cont, name_start, name_part = _tables()
-        floor = _range_floor(st)
-        # above ASCII a pending range decides by value alone (below), so classes are tried as atoms
-        probe = st if floor is None else replace(st, cls=("atom", 0))
-        parts: list[CPSet] = [normalize((u, u) for u in _ASCII if _unit(st, u) is not None)]
-        bmp = normalize(((0x80, 0xFFFF),))
-        classes = [
-            intersect(start, bmp),
-            _minus(intersect(cont, bmp), start),
-            normalize(((_ZWNJ, _ZWJ),)),
-        ]
-        classes.append(_minus(bmp, union(*classes)))
-        for cset in classes:
-            if cset and _unit(probe, cset[0][0]) is not None:
-                parts.append(cset)
-        astral = normalize(((0x10000, 0x10FFFF),))
-        if st.mode[0] == "N" and st.mode[3] is None:
-            parts.append(intersect(name_part if st.mode[2] else name_start, astral))
-        elif st.mode[0] == "G?<":  # "(?<" then a name's first code point
-            parts.append(intersect(name_start, astral))
-        elif _unit(probe, _HIGH) is not None:
-            parts.append(astral)
-        out = union(*parts)
-        if floor is not None:  # a pending range keeps only atoms from its start on (ASCII: by _unit)
-            above = normalize(((0x80, 0x10FFFF),))
-            keep = normalize(((max(floor, 0x80), 0xFFFF),)) if floor <= 0xFFFF else ()
-            if floor <= _HIGH_END:  # a code point above U+FFFF ends the range in its high surrogate
-                keep = union(keep, normalize(((_astral(max(floor, _HIGH), _LOW), 0x10FFFF),)))
-            out = union(_minus(out, above), intersect(out, keep))
-        return out
+        """The code points ``step`` takes from ``st`` (memoized per state: :func:`_allowed`)."""
+        return _allowed(st)
 
     def complete(self, st: PatternState) -> list[int]:
         """Code points taking ``st`` to a final state (module doc: each grammar position finished,
@@ -545,6 +492,47 @@ class PatternChecker:
                 out.append(u)
                 st = nxt
         return _join_units(out)
+
+
+@lru_cache(maxsize=4096)
+def _allowed(st: PatternState) -> CPSet:
+    """ASCII one by one; above it, code points the grammar tells apart only by their identifier
+    class (ID_Start, ID_Continue, ZWNJ/ZWJ, other), tried by the class's smallest member, and by
+    value where a class range is pending (a threshold); above U+FFFF by the high surrogate,
+    except in a group name or after ``(?<`` (identifier classes) and a pending range (threshold)."""
+    _, _, name_start, name_part = _tables()
+    floor = _range_floor(st)
+    # above ASCII a pending range decides by value alone (below), so classes are tried as atoms
+    probe = st if floor is None else replace(st, cls=("atom", 0))
+    parts: list[CPSet] = [normalize((u, u) for u in _ASCII if _unit(st, u) is not None)]
+    for cset in _bmp_classes():
+        if cset and _unit(probe, cset[0][0]) is not None:
+            parts.append(cset)
+    astral = normalize(((0x10000, 0x10FFFF),))
+    if st.mode[0] == "N" and st.mode[3] is None:
+        parts.append(intersect(name_part if st.mode[2] else name_start, astral))
+    elif st.mode[0] == "G?<":  # "(?<" then a name's first code point
+        parts.append(intersect(name_start, astral))
+    elif _unit(probe, _HIGH) is not None:
+        parts.append(astral)
+    out = union(*parts)
+    if floor is not None:  # a pending range keeps only atoms from its start on (ASCII: by _unit)
+        above = normalize(((0x80, 0x10FFFF),))
+        keep = normalize(((max(floor, 0x80), 0xFFFF),)) if floor <= 0xFFFF else ()
+        if floor <= _HIGH_END:  # a code point above U+FFFF ends the range in its high surrogate
+            keep = union(keep, normalize(((_astral(max(floor, _HIGH), _LOW), 0x10FFFF),)))
+        out = union(difference(out, above), intersect(out, keep))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _bmp_classes() -> tuple[CPSet, ...]:
+    """The non-ASCII BMP code points in the classes no rule of the grammar tells apart inside (ID_Start,
+    ID_Continue but not ID_Start, ZWNJ/ZWJ, the rest)."""
+    start, cont, _, _ = _tables()
+    bmp = normalize(((0x80, 0xFFFF),))
+    classes = [intersect(start, bmp), difference(intersect(cont, bmp), start), normalize(((_ZWNJ, _ZWJ),))]
+    return (*classes, difference(bmp, union(*classes)))
 
 
 def _range_floor(st: PatternState) -> int | None:

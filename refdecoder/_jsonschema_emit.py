@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from itertools import combinations, product
 from typing import Any
 
-from ._ecma_pattern import PATTERN
 from ._fsa import CodepointDFA
 from ._ir import CALL, RETURN, Action, GrammarBuilder, Network
 from ._jsonschema import Compiler, where_of
@@ -29,6 +28,7 @@ from ._limits import check_bound, spend
 from ._numbers import NumberLexeme, NumberPredicate, any_number_dfa
 from ._parser import Parser
 from ._shapes import (
+    CHECKERS,
     FALSE,
     TRUE,
     ArrayShape,
@@ -623,7 +623,9 @@ class Emitter:
         """A byte table within ``automaton_states``, else the same language read lazily; a counted
         language (:class:`CountedStrings`) counts its length in the lexeme's state."""
         if isinstance(strings, CheckedStrings):
-            return CheckedJsonStringLexeme(PATTERN, self.profile.unicode_escapes, strings.min_length)
+            return CheckedJsonStringLexeme(
+                CHECKERS[strings.checker], self.profile.unicode_escapes, strings.min_length
+            )
         if isinstance(strings, CountedStrings):
             return JsonStringLexeme(strings.dfa, self.profile.unicode_escapes, (strings.lo, strings.hi))
         return json_string_lexeme(strings, self.profile.unicode_escapes, self.c.limits.automaton_states)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ._ecma_pattern import PATTERN
+from ._ecma_pattern import PATTERN, PatternChecker
 from ._fsa import CodepointDFA, _length_range, dfa_bound
 from ._jsonstring import remaining_lengths
 from ._keymemory import finite_words, language_size
@@ -150,14 +150,14 @@ class CheckedStrings:
         raise Unsupported(
             "format",
             self.where,
-            f"format {self.checker!r} is a context-free language with early errors ({CHECKERS[self.checker]}), "
+            f"format {self.checker!r} is a context-free language with early errors ({CHECKERS[self.checker].what}), "
             "decided beside Σ*, minLength, enum and const only: its union, complement or intersection "
             "with another automaton is not an automaton",
         )
 
 
-#: The checkers :class:`CheckedStrings` names, and what they read.
-CHECKERS = {"regex": "ECMA-262 patterns, refdecoder/_ecma_pattern.py"}
+#: The checkers :class:`CheckedStrings` names, by format.
+CHECKERS: dict[str, PatternChecker] = {"regex": PATTERN}
 
 #: A string language of a shape: an automaton, one with its length counted lazily, or a checker's.
 Strings = CodepointDFA | CountedStrings | CheckedStrings
@@ -221,8 +221,8 @@ def _and_checked(a: Strings, b: Strings) -> Strings:
             return CheckedStrings(c.checker, max(c.min_length, r[0]), c.where)
         words = _finite_words(o, 10_000)
         if words is not None:  # enum/const: the checker filters the members
-            assert c.checker == "regex"
-            return CodepointDFA.literals(w for w in words if len(w) >= c.min_length and PATTERN.accepts(w))
+            checker = CHECKERS[c.checker]
+            return CodepointDFA.literals(w for w in words if len(w) >= c.min_length and checker.accepts(w))
     return c.materialize()  # refused, with the reason
 
 

@@ -53,8 +53,7 @@ def state_of(pattern: str) -> PatternState | None:
 
 
 def ref_valid(pattern: str) -> bool:
-    s = state_of(pattern)
-    return s is not None and PATTERN.is_final(s)
+    return PATTERN.accepts(pattern)
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
