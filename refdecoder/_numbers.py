@@ -1002,6 +1002,33 @@ def _mantissa_find(
     return None
 
 
+def _every_mantissa_viable(lat: _Lattice, pos: _Pos | None, integer: bool) -> bool:
+    """Whether :func:`_mantissa_find` finds a point for every mantissa ``D >= 1``, closed or open on
+    the left (``pick=False``; integer texts: ``e_floor=0``), so the search can be skipped.
+
+    * No upper bound: the pieces ``10**E [D, D+1)`` for ``E -> +inf`` lie above any lower bound and
+      grow wider than ``(period + 1) * m``, so one of them holds an admitted point (the loop of
+      :func:`_mantissa_find` ends there; without ``m`` any piece of positive length has points
+      that are multiples of no forbidden modulus).
+    * Decimal texts, no required modulus, and a whole decade ``[10**a, 10**(a+1)]`` inside the
+      interval: the piece with ``E = a + 1 - len(str(D))`` lies in that decade, so its inside is an
+      open interval of positive length within the bounds.
+
+    Anything else is decided by the search. ``tests/test_numbers.py`` checks this against it.
+    """
+    if pos is None:
+        return False
+    lo, _lo_ex, hi, _hi_ex = pos
+    if hi is None:
+        return True
+    if integer or lat.m is not None:
+        return False
+    if lo == 0:
+        return True
+    a = _min_exp_ge(lo)
+    return _pow10(a + 1) <= hi
+
+
 def _exp_range(lat: _Lattice, pos: _Pos, mant: Fraction) -> tuple[int | None, int | None] | None:
     """The exponents ``E`` (an integer interval, ``None`` = unbounded) with ``mant*10^E`` admitted."""
     lo, lo_ex, hi, hi_ex = pos
@@ -1074,11 +1101,16 @@ class NumberLexeme:
 
     ``canonical``: only the canonical spellings (``JsonProfile.number_spelling``; "Canonical
     spellings" in the module doc). ``share_futures=False`` switches off the by-future memo of
-    :meth:`_alive_after` (tests compare the two); it has memo tables of its own.
+    :meth:`_alive_after`, and ``decide_wide=False`` the shortcut of :func:`_every_mantissa_viable`
+    (tests compare each with the slow path); each setting has memo tables of its own.
     """
 
     def __init__(
-        self, predicate: NumberPredicate, canonical: bool = False, share_futures: bool = True
+        self,
+        predicate: NumberPredicate,
+        canonical: bool = False,
+        share_futures: bool = True,
+        decide_wide: bool = True,
     ) -> None:
         if predicate.is_empty():
             raise ValueError("NumberLexeme: the predicate is empty (no number satisfies it)")
@@ -1089,9 +1121,15 @@ class NumberLexeme:
         self._zero_ok = [c.contains(_ZERO) for c in self._conjs]
         self._spell = [c.spelling for c in self._conjs]
         self._pos = [(_pos_interval(c, False), _pos_interval(c, True)) for c in self._conjs]
+        # Per conjunction and sign: every mantissa D >= 1 has completions (the search is skipped).
+        self._wide = [
+            tuple(decide_wide and _every_mantissa_viable(lat, pos, spell == "integer") for pos in pair)
+            for lat, pair, spell in zip(self._lats, self._pos, self._spell, strict=True)
+        ]
         self._all = (1 << len(self._conjs)) - 1
         self.share_futures = share_futures
-        memo = _memo((self.key, share_futures))
+        self.decide_wide = decide_wide
+        memo = _memo((self.key, share_futures, decide_wide))
         self._step_cache, self._final_cache, self._range_cache, self._by_future = memo
 
     #: Every byte :meth:`step` can read (``_advance`` reads digits, signs, the point and exponents
@@ -1229,6 +1267,8 @@ class NumberLexeme:
                     pos is not None
                     and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
                 )
+            if self._wide[i][neg]:
+                return True
             pos = self._pos[i][neg]
             return (
                 pos is not None
@@ -1254,7 +1294,7 @@ class NumberLexeme:
                 and _interval_find(self._lats[i], pos[0], pos[1], pos[2], pos[3], pick=False) is not None
             )
         if phase == _INT:
-            return (
+            return self._wide[i][neg] or (
                 pos is not None and _mantissa_find(self._lats[i], pos, D, pick=False, e_floor=0) is not None
             )
         return False  # a fraction or an exponent

@@ -287,11 +287,14 @@ def test_random_walks_stay_trim(spec: tuple[Any, ...], text: str) -> None:
         assert lex.is_final(state) == (v is not None and holds(spec, v))
 
 
-def _walk(pred: NumberPredicate, canonical: bool, texts: list[str], share: bool) -> list[list[Any]]:
+def _walk(
+    pred: NumberPredicate, canonical: bool, texts: list[str], share: bool, wide: bool = True
+) -> list[list[Any]]:
     """The states of each text read by one lexeme from fresh memo tables, one text after another (so
-    later texts read what earlier ones memoized), steps shared by future or not."""
+    later texts read what earlier ones memoized), steps shared by future or not, wide intervals
+    decided without a search or not."""
     _numbers._MEMOS.clear()
-    lex = NumberLexeme(pred, canonical, share_futures=share)
+    lex = NumberLexeme(pred, canonical, share_futures=share, decide_wide=wide)
     walks: list[list[Any]] = []
     for text in texts:
         out: list[Any] = []
@@ -321,6 +324,76 @@ def test_steps_shared_by_future_equal_steps_per_state(
     assert _walk(pred, canonical, texts, share=True) == _walk(pred, canonical, texts, share=False)
 
 
+@settings(max_examples=EXAMPLES)
+@given(spec=specs, canonical=st.booleans(), texts=st.lists(st.one_of(digit_heavy, number_like), max_size=4))
+def test_wide_intervals_skip_the_search_with_the_same_steps(
+    spec: tuple[Any, ...], canonical: bool, texts: list[str]
+) -> None:
+    """The shortcut of ``_every_mantissa_viable`` against the search it skips: the same states,
+    finality included, along every text."""
+    pred = build_or_reject(spec)
+    assume(not pred.is_empty())
+    assert _walk(pred, canonical, texts, share=False, wide=True) == _walk(
+        pred, canonical, texts, share=False, wide=False
+    )
+
+
+@settings(max_examples=EXAMPLES)
+@given(spec=specs, mantissas=st.lists(st.integers(1, 10**25), min_size=1, max_size=8))
+def test_wide_intervals_have_a_point_for_every_mantissa(spec: tuple[Any, ...], mantissas: list[int]) -> None:
+    """Where the shortcut says every mantissa has completions, the search finds a point for each
+    drawn one, in every variant the lexeme asks (closed or open on the left; integer texts with no
+    exponent below 0)."""
+    pred = build_or_reject(spec)
+    assume(not pred.is_empty())
+    lex = NumberLexeme(pred)
+    for i in range(len(lex._conjs)):
+        for neg in (False, True):
+            pos = lex._pos[i][neg]
+            integer = lex._spell[i] == "integer"
+            if not _numbers._every_mantissa_viable(lex._lats[i], pos, integer):
+                continue
+            assert pos is not None
+            for D in mantissas:
+                variants = [{"e_floor": 0}] if integer else [{}, {"open_left": True}]
+                for kw in variants:
+                    assert _numbers._mantissa_find(lex._lats[i], pos, D, pick=False, **kw) is not None, (
+                        D,
+                        kw,
+                    )
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"integer": True, "multiple_of": "3"},
+        {"multiple_of": "0.5", "minimum": "7"},
+        {"minimum": "-1.5", "exclusive_maximum": "100"},
+        {"exclusive_minimum": "0", "maximum": "1e21"},
+    ],
+    ids=repr,
+)
+def test_wide_intervals_read_long_mantissas_without_a_search(kw: dict[str, Any], monkeypatch: Any) -> None:
+    """The shortcut is taken: a 30-digit mantissa of a number whose interval holds a whole decade
+    (or has no upper bound) is read without one mantissa search."""
+    _numbers._MEMOS.clear()
+    calls: list[int] = []
+    real = _numbers._mantissa_find
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_numbers, "_mantissa_find", counted)
+    values: dict[str, Any] = {k: v if k == "integer" else q(v) for k, v in kw.items()}
+    lex = NumberLexeme(NumberPredicate.from_keywords(**values))
+    state: Any = lex.start()
+    for ch in "123456789" * 3 + "012":
+        state = lex.step(state, ord(ch))
+        assert state is not None
+    assert calls == []
+
+
 BOUNDED = [
     ("kw", {"integer": True, "maximum": "100"}),
     ("kw", {"integer": True, "minimum": "-50", "maximum": "5000"}),
@@ -330,16 +403,24 @@ BOUNDED = [
     ("conj", {"not_multiple_of": ("2", "3"), "lo": "-10", "hi": "10"}),
     ("kw", {"integer": True}),
     ("kw", {}),
+    ("kw", {"minimum": "1.5", "maximum": "1.6"}),
+    ("kw", {"multiple_of": "0.5", "minimum": "0.1", "maximum": "3"}),
 ]
-WALKS = ["1111", "99999", "100", "101", "-1234", "-51", "12.5e3", "1e2", "123456789", "4999", "5001", "33"]
+WALKS = [
+    *("1111", "99999", "100", "101", "-1234", "-51", "12.5e3", "1e2", "123456789", "4999", "5001", "33"),
+    *("15", "1.55", "16e-1", "2", "25e-1", "7"),
+]
 
 
 @pytest.mark.parametrize("canonical", [False, True])
 @pytest.mark.parametrize("spec", BOUNDED, ids=repr)
 def test_steps_shared_by_future_on_bounded_integer_parts(spec: tuple[Any, ...], canonical: bool) -> None:
-    """The same comparison on bounds that digits can pass (where a wrong future key would show)."""
+    """The same comparisons on bounds that digits can pass (where a wrong future key or a wrong wide
+    interval would show)."""
     pred = build_or_reject(spec)
-    assert _walk(pred, canonical, WALKS, share=True) == _walk(pred, canonical, WALKS, share=False)
+    slow = _walk(pred, canonical, WALKS, share=False, wide=False)
+    assert _walk(pred, canonical, WALKS, share=True) == slow
+    assert _walk(pred, canonical, WALKS, share=False, wide=True) == slow
 
 
 def test_free_integer_parts_are_decided_once_per_byte() -> None:
