@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenizers_matrix as tm
@@ -16,7 +19,9 @@ from props.checks.invariants import (
     missing_order,
     prepare,
     token_weights,
+    weighted_picker,
 )
+from props.checks.stateful import draw_one
 from props.contract.findings import SpecKind, SpecRef
 
 
@@ -39,8 +44,21 @@ def test_token_weights_are_the_definition_for_every_token() -> None:
 @given(st.lists(st.integers(0, 10_000), unique=True, max_size=60))
 def test_by_weight_orders_as_sorting_by_the_definition(ids: list[int]) -> None:
     t = _target("bpe")
-    ids = [i % t.size for i in ids]
-    assert by_weight(t, ids) == sorted(ids, key=lambda i: (-_weight(t, i), i))
+    ids = list(dict.fromkeys(i % t.size for i in ids))
+    assert by_weight(t, ids).tolist() == sorted(ids, key=lambda i: (-_weight(t, i), i))
+    assert by_weight(t, np.array(sorted(ids), dtype=np.int64)).tolist() == by_weight(t, ids).tolist()
+
+
+@given(st.lists(st.integers(0, 10_000), unique=True, min_size=1, max_size=300), st.integers(0, 2**32))
+def test_weighted_picker_is_random_choices(ids: list[int], seed: int) -> None:
+    """The vectorized picker takes the token ``random.choices`` takes from the same RNG state."""
+    t = _target("bpe")
+    allowed = np.array(sorted({i % t.size for i in ids}), dtype=np.int64)
+    mine, theirs = random.Random(seed), random.Random(seed)
+    pick = weighted_picker(mine)
+    for _ in range(5):
+        want = theirs.choices(allowed.tolist(), weights=[_weight(t, i) for i in allowed.tolist()])[0]
+        assert pick(t, allowed) == want
 
 
 @given(st.lists(st.integers(0, 10_000), unique=True, max_size=60), st.none() | st.integers(0, 10_000))
@@ -51,3 +69,30 @@ def test_certification_orders_are_the_sorted_definitions(ids: list[int], next_id
     n = [len(t.vocab.token_bytes[i] or b"") for i in range(t.size)]
     assert extra_order(t, arr) == sorted(arr.tolist(), key=lambda i: (n[i], i))
     assert missing_order(t, arr, nxt) == sorted(arr.tolist(), key=lambda i: (i != nxt, n[i], i))
+
+
+def test_draw_one_draws_every_option_and_shrinks_to_the_first() -> None:
+    """``draw_one`` is ``sampled_from`` without its labels: every option can be drawn, and a failing
+    draw shrinks to the first option (the most preferred token)."""
+    options = [7, 3, 9, 1]
+    seen: set[int] = set()
+
+    @settings(max_examples=200, database=None)
+    @given(st.data())
+    def draws(data: st.DataObject) -> None:
+        seen.add(draw_one(data, options, "token"))
+
+    draws()
+    assert seen == set(options)
+
+    last: list[int] = []
+
+    @settings(max_examples=50, database=None)
+    @given(st.data())
+    def fails(data: st.DataObject) -> None:
+        last.append(draw_one(data, options, "token"))
+        raise AssertionError("always")  # Hypothesis shrinks it and replays the smallest draw last
+
+    with pytest.raises(AssertionError, match="always"):
+        fails()
+    assert last[-1] == options[0]

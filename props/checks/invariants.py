@@ -1030,29 +1030,49 @@ def token_weights(t: Target) -> np.ndarray:
     return w
 
 
-def by_weight(t: Target, ids: Sequence[int]) -> list[int]:
-    """``ids`` most preferred first (:func:`_weight` descending, then id ascending)."""
-    arr = np.asarray(ids, dtype=np.int64)
-    if not len(arr):
-        return []
-    if _ascending(arr):  # the usual case (np.flatnonzero of a mask): a stable sort keeps ids in order
-        order = np.argsort(-token_weights(t)[arr], kind="stable")
-    else:
-        order = np.lexsort((arr, -token_weights(t)[arr]))
-    return cast(list[int], arr[order].tolist())
+_ORDERS: dict[tuple[str, int], np.ndarray] = {}
 
 
-def weighted_picker(rng: random.Random) -> Callable[[Target, list[int]], int]:
-    """A ``pick`` for :func:`adversarial_walk` from a seeded RNG."""
+def preference_order(t: Target) -> np.ndarray:
+    """Every token id, most preferred first (:func:`_weight` descending, then id ascending): one
+    sort per vocabulary, read-only, memoized as :func:`token_weights` is."""
+    key = (t.vocab.fingerprint, t.size)
+    order = _ORDERS.get(key)
+    if order is None:
+        if len(_ORDERS) >= 16:
+            _ORDERS.clear()
+        order = np.lexsort((np.arange(t.size), -token_weights(t)))
+        order.flags.writeable = False
+        _ORDERS[key] = order
+    return order
 
-    def pick(t: Target, allowed: list[int]) -> int:
-        return rng.choices(allowed, weights=token_weights(t)[allowed].tolist())[0]
+
+def by_weight(t: Target, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The distinct ``ids`` most preferred first: :func:`preference_order` kept where an id is
+    among them, so a step costs one pass over the vocabulary and no sort (a walk inside a string
+    allows most of a 129k vocabulary at every step)."""
+    member = np.zeros(t.size, dtype=np.bool_)
+    member[np.asarray(ids, dtype=np.int64)] = True
+    order = preference_order(t)
+    return order[member[order]]
+
+
+def weighted_picker(rng: random.Random) -> Callable[[Target, np.ndarray], int]:
+    """A ``pick`` for :func:`adversarial_walk` from a seeded RNG: ``rng.choices(allowed, weights)``,
+    its running sums and bisection done by numpy (the same float sums in the same order, so the same
+    token for the same RNG state)."""
+
+    def pick(t: Target, allowed: np.ndarray) -> int:
+        cum = np.cumsum(token_weights(t)[allowed])
+        # bisect(cum, x, 0, n - 1) as random.choices does: the last index also takes a rounded-up x.
+        x = rng.random() * float(cum[-1])
+        return int(allowed[int(np.searchsorted(cum[:-1], x, side="right"))])
 
     return pick
 
 
 def adversarial_walk(
-    t: Target, pick: Callable[[Target, list[int]], int], max_steps: int = 40
+    t: Target, pick: Callable[[Target, np.ndarray], int], max_steps: int = 40
 ) -> list[Finding]:
     """Let the backend choose among its own allowed tokens (through ``pick``), masks compared at
     every step; stops at EOS, where the two masks share no token, or after ``max_steps``. A token the
@@ -1069,15 +1089,15 @@ def adversarial_walk(
             pending = None
             bits = t.backend_mask(m)  # one mask per step: compared, then chosen from
             found += compare_step(t, m, r, ids, "adversarial", backend_bits=bits)
-            allowed = np.flatnonzero(bits).tolist()
-            if not allowed:
+            allowed = np.flatnonzero(bits)
+            if not len(allowed):
                 break
             tok = int(pick(t, allowed))
             if _rejected(r.accept(tok)):
                 # compare_step has reported it (soundness or eos). Steer past it: choose again among
                 # the tokens both sides allow, so the walk reaches what lies behind a known defect.
-                both = np.flatnonzero(bits & t.reference_mask(r)).tolist()
-                if not both:
+                both = np.flatnonzero(bits & t.reference_mask(r))
+                if not len(both):
                     break
                 t.instances["adversarial/steered-past-soundness"] += 1
                 tok = int(pick(t, both))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
@@ -37,7 +38,7 @@ from props.checks.invariants import (
     check_walk,
     prepare,
 )
-from props.checks.stateful import machine_for
+from props.checks.stateful import draw_one, machine_for
 from props.checks.witness import canonical_ids, char_splitting_segmentation, random_segmentation
 from props.contract.backend import Backend
 from props.contract.findings import Finding, FindingFailure
@@ -177,9 +178,9 @@ def adversarial_property(targets: Targets, name: str = "invariants/adversarial")
         t, _ = targets[data.draw(st.sampled_from(range(len(targets))), label="target")]
         t.fresh()
 
-        def pick(tt: Target, allowed: list[int]) -> int:
+        def pick(tt: Target, allowed: np.ndarray) -> int:
             ordered = by_weight(tt, allowed)
-            return int(data.draw(st.sampled_from(ordered), label="token"))
+            return int(draw_one(data, ordered, "token"))
 
         _raise(adversarial_walk(t, pick, max_steps=24))
 
