@@ -4,9 +4,12 @@ comparing, counts them, and the report says how much time the engine's own calls
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from maskcert.certification import (
@@ -18,8 +21,10 @@ from maskcert.certification import (
     resolve_backend,
 )
 from props.checks import invariants
+from props.checks.witness import canonical_ids
 from props.contract.findings import Invariant, SpecKind, SpecRef
 from props.corpus import Case
+from refdecoder import Matcher as RefMatcher
 
 PATTERN = "ab[cd]e"  # forced a, b; a branch between c and d; forced e; the end
 
@@ -80,3 +85,78 @@ def test_compare_at_is_checked() -> None:
     with pytest.raises(CertifyError, match="compare_at='sometimes'"):
         CertifyConfig(compare_at="sometimes")
     assert CertifyConfig(compare_at="branching").case_options()["compare_at"] == "branching"
+
+
+class _Says:
+    """A backend matcher whose ``is_accepting()`` says ``accepting``; the rest is ``inner``'s."""
+
+    def __init__(self, inner: Any, accepting: bool) -> None:
+        self.inner = inner
+        self.accepting = accepting
+
+    def is_accepting(self) -> bool:
+        return self.accepting
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+_JSON = SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"enum": [1, "ab"]}}, "a", "test")
+_REGEX = SpecRef(SpecKind.REGEX, "(ab|c)*d?", "r", "test")
+# Token 1 is <s> in sp-bpe-bytefallback (special, not text): the grammar names it.
+_LARK = SpecRef(SpecKind.LARK, {"text": "start: <[1]> /[0-9]+/", "special_tokens": {}}, "l", "test")
+
+
+@pytest.mark.parametrize(
+    "spec,vocab",
+    [(s, v) for s in (_JSON, _REGEX) for v in ("byte", "bpe", "sp-bpe-bytefallback")]
+    + [(_LARK, "sp-bpe-bytefallback")],
+    ids=lambda x: x if isinstance(x, str) else x.kind,
+)
+def test_equal_masks_shortcut_finds_what_the_full_comparison_finds(
+    spec: SpecRef, vocab: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compare_step``'s shortcut for equal masks against its general path: along canonical walks of
+    valid texts, equal masks and an ``is_accepting()`` that tells the truth or lies give the same
+    findings, checks, certificates and instances (non-text tokens included, where the grammar names
+    them)."""
+    v = load_vocabularies([vocab])[0]
+    backend = resolve_backend("reference", isolate=False)
+    texts = {
+        SpecKind.JSON_SCHEMA: [b'[1,"ab",1]', b"[]"],
+        SpecKind.REGEX: [b"ababcd", b""],
+        SpecKind.LARK: [b"12"],  # after the special token id 1 (any vocabulary's id 1)
+    }[spec.kind]
+
+    def run(skip: bool) -> tuple[list[dict[str, Any]], list[dict[str, int]]]:
+        monkeypatch.setattr(invariants, "SKIP_EQUAL_MASKS", skip)
+        t = invariants.prepare(backend, spec, v)
+        assert isinstance(t, invariants.Target), t
+        if spec.kind == SpecKind.LARK:
+            # Read <s> as a non-text token, so that masks equal to the reference's hold one the
+            # comparison must still report (its "specials").
+            text = t.text.copy()
+            text[1] = False
+            t.text = text
+            t.nontext_ids = np.setdiff1d(np.flatnonzero(~text), t.eos)
+        found: list[dict[str, Any]] = []
+        for text in texts:
+            ids = canonical_ids(v, text) or v.index.fewest_tokens(text)
+            assert ids is not None
+            ids = [1, *ids] if spec.kind == SpecKind.LARK else list(ids)
+            r, inner = RefMatcher(t.reference), t.matcher()
+            for n in range(len(ids) + 1):
+                for lie in (False, True):
+                    m = _Says(inner, r.is_accepting() != lie)
+                    rm = t.reference_mask(r)
+                    for f in invariants.compare_step(t, m, r, ids[:n], "canonical", backend_bits=rm.copy()):
+                        found.append({k: val for k, val in dataclasses.asdict(f).items() if k != "spec"})
+                if n < len(ids):
+                    r.accept(int(ids[n]))
+                    inner.accept(int(ids[n]))
+        counts = (t.checks, t.certified, t.suppressed, t.instances)
+        return found, [{str(k): c for k, c in counter.items()} for counter in counts]
+
+    fast, slow = run(True), run(False)
+    assert fast == slow
+    assert sum(fast[1][0].values()) > 0 and fast[0]  # the lies were found

@@ -70,8 +70,9 @@ class _Word(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(str(self.value), spec)
 
-    def __hash__(self) -> int:  # Enum hashes the member's name; a str key must find the member
-        return hash(str(self.value))
+    # Enum hashes the member's name; a str key must find the member. The member *is* its value as a
+    # str, so str's own hash is the value's (and Counters keyed by invariants hash on every check).
+    __hash__ = str.__hash__
 
 
 class Invariant(_Word):
