@@ -4,6 +4,8 @@ compared too."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from maskcert.certification import load_vocabularies, resolve_backend
 from props.checks.invariants import Target, adversarial_walk, prepare
 from props.contract.findings import Invariant, SpecKind, SpecRef
@@ -24,8 +26,8 @@ def test_adversarial_walk_steers_past_a_soundness_defect() -> None:
     '}' and goes on to the end of ``ab[cd]e``."""
     brace = ord("}")
 
-    def greedy_brace(t: Target, allowed: list[int]) -> int:
-        return brace if brace in allowed else min(allowed)
+    def greedy_brace(t: Target, allowed: np.ndarray) -> int:
+        return brace if brace in allowed else int(allowed.min())
 
     t = _target("ExtraClosingBrace", "ab[cd]e")
     found = adversarial_walk(t, greedy_brace, max_steps=10)
