@@ -47,7 +47,7 @@ class ByteDFA:
     being impossible: :meth:`build` raises ``ValueError``; test with :meth:`is_empty_language` first.
     """
 
-    __slots__ = ("_table", "_finals", "_nstates", "_key", "_live_bytes")
+    __slots__ = ("_table", "_finals", "_nstates", "_key", "_live_bytes", "_onward_bytes")
 
     def __init__(self, table: array, finals: frozenset[int], nstates: int) -> None:
         self._table = table
@@ -57,6 +57,7 @@ class ByteDFA:
         h.update(repr(sorted(finals)).encode())
         self._key = ("dfa", h.hexdigest())
         self._live_bytes: list[bytes] | None = None
+        self._onward_bytes: list[frozenset[int]] | None = None
 
     # -- construction -------------------------------------------------------------------------
     @staticmethod
@@ -189,6 +190,17 @@ class ByteDFA:
                 bytes(b for b in range(256) if self._table[s * 256 + b] != DEAD) for s in range(self._nstates)
             ]
         return self._live_bytes[state]
+
+    def onward_bytes(self, state: int) -> frozenset[int]:
+        """The bytes whose transition out of ``state`` leads to a state with transitions of its own."""
+        if self._onward_bytes is None:
+            table = self._table
+            goes_on = [bool(self.live_bytes(t)) for t in range(self._nstates)]
+            self._onward_bytes = [
+                frozenset(b for b in self.live_bytes(s) if goes_on[table[s * 256 + b]])
+                for s in range(self._nstates)
+            ]
+        return self._onward_bytes[state]
 
     def accepts(self, data: bytes) -> bool:
         s: int | None = 0

@@ -193,14 +193,27 @@ class Parser:
 
     def live_bytes(self, state: State) -> bytes:
         """Bytes that some stack's top lexeme can read (a superset check is redone by ``step``)."""
+        return self.byte_candidates(state)[0]
+
+    def byte_candidates(self, state: State) -> tuple[bytes, frozenset[int]]:
+        """``(readable, onward)``: the bytes some stack's top lexeme can read (:meth:`live_bytes`), and
+        those among them on which some top lexeme reads on to a state that ``can_continue``. ``step``
+        keeps that stack for an onward byte, so it returns a state there (or raises LimitExceeded
+        where the other stacks' closure outgrows its bounds); the other readable bytes need ``step``."""
         nodes = self.network.nodes
         acc: set[int] = set()
+        onward: set[int] = set()
         for stack in state.stacks:
             node_id, lstate = stack[-1]
             lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
             if isinstance(lexeme, ByteDFA):
                 acc.update(lexeme.live_bytes(lstate))
+                onward |= lexeme.onward_bytes(lstate)
             else:  # a lexeme may declare the bytes it can ever read (``alphabet``)
-                candidates = getattr(lexeme, "alphabet", None) or range(256)
-                acc.update(b for b in candidates if lexeme.step(lstate, b) is not None)
-        return bytes(sorted(acc))
+                for b in getattr(lexeme, "alphabet", None) or range(256):
+                    nxt = lexeme.step(lstate, b)
+                    if nxt is not None:
+                        acc.add(b)
+                        if can_continue(lexeme, nxt):
+                            onward.add(b)
+        return bytes(sorted(acc)), frozenset(onward)

@@ -386,9 +386,11 @@ class Grammar:
         return s is not None and s.accepting
 
     def live_bytes(self, state: State) -> bytes:
-        """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``."""
-        cand = self._parser.live_bytes(state)
-        return bytes(b for b in cand if self.advance_byte(state, b) is not None)
+        """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``: a byte on which a top
+        lexeme reads on is live without a parser step (``_parser.Parser.byte_candidates``; inside a
+        string that is nearly every byte), the other readable bytes are stepped."""
+        readable, onward = self._parser.byte_candidates(state)
+        return bytes(b for b in readable if b in onward or self.advance_byte(state, b) is not None)
 
     def completion(self, state: State) -> bytes | None:
         """A shortest byte string taking ``state`` to acceptance, read off the network

@@ -94,3 +94,18 @@ def test_completion_of_the_initial_state(source: str) -> None:
     word = g.completion(g.initial())
     assert word is not None and g.accepts(word)
     assert len(word) == len(breadth_first_completion(g, g.initial(), 10_000) or b"")
+
+
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 255), max_size=40))
+def test_live_bytes_are_the_bytes_a_step_takes(which: int, picks: list[int]) -> None:
+    """``Grammar.live_bytes`` (which takes a byte a top lexeme reads on as live without a parser
+    step) against its definition: every byte stepped, on a fresh grammar whose step memo holds
+    nothing the fast path put there."""
+    grammars = _grammars()
+    g = grammars[which % len(grammars)]
+    s = _walk(g, picks)
+    fresh = refdecoder.Grammar(g.network, g.spec, g.limits)
+    want = bytes(b for b in range(256) if fresh.advance_byte(s, b) is not None)
+    assert g.live_bytes(s) == want
+    readable, onward = g._parser.byte_candidates(s)
+    assert onward <= set(want) <= set(readable)  # the fast path's claim, and the candidates' superset
