@@ -151,6 +151,23 @@ def refused_property(data: str) -> str | None:
     return None
 
 
+def test_a_label_length_is_not_monotone_under_extension() -> None:
+    """Why the 63-octet limit is refused rather than decided (``_formats.UNSUPPORTED``): appending a
+    code point can shorten a U-label's A-label (Punycode's bias adapts to the deltas, RFC 3492 §6.1),
+    so a prefix whose A-label is already too long may still have a completion that fits. Both labels
+    are valid U-labels to the independent checker; the A-labels are Python's own ``punycode`` codec."""
+    label = "\u03bc\u00fa\u0247\u03be\u01ab\u00df\u018c\u0188g\u018d\u01ba\u4e30\u0229\u0177\u00fdym"
+    longer = label + "\u00fb"
+
+    def a_label(u: str) -> str:
+        return "xn--" + u.encode("punycode").decode()
+
+    assert idn_name_ok(label, "hostname") and idn_name_ok(longer, "hostname")
+    assert a_label(label) == "xn--gym-4ka8kua76f3d9am93algn9c1ln0q8a65650a"
+    assert a_label(longer) == "xn--gym-4ka8kkl98glepbn96augu3dwm02rbb5996z"
+    assert len(a_label(longer)) < len(a_label(label))
+
+
 @pytest.mark.parametrize("folder", list(DRAFTS))
 def test_suite_idn_email_compiles_without_disagreements(folder: str) -> None:
     root = require_shared(f"json-schema-test-suite/tests/{folder}/optional/format")
