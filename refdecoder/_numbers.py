@@ -1128,7 +1128,6 @@ class NumberLexeme:
         ]
         self._all = (1 << len(self._conjs)) - 1
         self.share_futures = share_futures
-        self.decide_wide = decide_wide
         memo = _memo((self.key, share_futures, decide_wide))
         self._step_cache, self._final_cache, self._range_cache, self._by_future = memo
 

@@ -39,7 +39,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -344,19 +344,34 @@ class Target:
 _TEXT: dict[tuple[str, int], np.ndarray] = {}
 
 
-def _text_mask(v: Vocabulary, size: int) -> np.ndarray:
-    """Which ids are text tokens (read-only), memoized per vocabulary: every target needs it, and
-    building it takes milliseconds at 128k."""
+_A = TypeVar("_A", bound="np.ndarray | None")
+
+
+def _per_vocabulary(
+    store: dict[tuple[str, int], _A], v: Vocabulary, size: int, build: Callable[[], _A]
+) -> _A:
+    """``build()`` once per (vocabulary, size), read-only, the last 16 vocabularies kept in ``store``:
+    the per-token tables below are read on every step of every walk and take milliseconds at 128k."""
     key = (v.fingerprint, size)
-    text = _TEXT.get(key)
-    if text is None:
-        if len(_TEXT) >= 16:
-            _TEXT.clear()
+    if key not in store:
+        if len(store) >= 16:
+            store.clear()
+        arr = build()
+        if arr is not None:
+            arr.flags.writeable = False
+        store[key] = arr
+    return store[key]
+
+
+def _text_mask(v: Vocabulary, size: int) -> np.ndarray:
+    """Which ids are text tokens, memoized per vocabulary."""
+
+    def build() -> np.ndarray:
         text = np.zeros(size, dtype=bool)
         text[list(v.text_ids)] = True  # the vocabulary caches its text ids
-        text.flags.writeable = False
-        _TEXT[key] = text
-    return text
+        return text
+
+    return _per_vocabulary(_TEXT, v, size, build)
 
 
 def mask_bits(mask: Any, size: int) -> np.ndarray:
@@ -976,15 +991,12 @@ _LENGTHS: dict[tuple[str, int], np.ndarray] = {}
 
 def token_lengths(t: Target) -> np.ndarray:
     """Each token's byte length (0 for tokens without bytes), memoized per vocabulary."""
-    key = (t.vocab.fingerprint, t.size)
-    n = _LENGTHS.get(key)
-    if n is None:
-        if len(_LENGTHS) >= 16:
-            _LENGTHS.clear()
-        n = np.array([len(t.vocab.token_bytes[i] or b"") for i in range(t.size)], dtype=np.int64)
-        n.flags.writeable = False
-        _LENGTHS[key] = n
-    return n
+    return _per_vocabulary(
+        _LENGTHS,
+        t.vocab,
+        t.size,
+        lambda: np.array([len(t.vocab.token_bytes[i] or b"") for i in range(t.size)], dtype=np.int64),
+    )
 
 
 _LENGTH_KEYS: dict[tuple[str, int], np.ndarray | None] = {}
@@ -993,15 +1005,12 @@ _LENGTH_KEYS: dict[tuple[str, int], np.ndarray | None] = {}
 def _length_keys(t: Target) -> np.ndarray | None:
     """Token lengths as int16 (NumPy's stable sort of them is a radix sort), memoized per vocabulary;
     None when a token is too long for the flag bit :func:`missing_order` sets above the length."""
-    key = (t.vocab.fingerprint, t.size)
-    if key not in _LENGTH_KEYS:
-        if len(_LENGTH_KEYS) >= 16:
-            _LENGTH_KEYS.clear()
+
+    def build() -> np.ndarray | None:
         lengths = token_lengths(t)
-        _LENGTH_KEYS[key] = (
-            None if len(lengths) and int(lengths.max()) >= 1 << 14 else lengths.astype(np.int16)
-        )
-    return _LENGTH_KEYS[key]
+        return None if len(lengths) and int(lengths.max()) >= 1 << 14 else lengths.astype(np.int16)
+
+    return _per_vocabulary(_LENGTH_KEYS, t.vocab, t.size, build)
 
 
 def _ascending(ids: np.ndarray) -> bool:
@@ -1035,15 +1044,9 @@ def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> list[i
 
 def token_weights(t: Target) -> np.ndarray:
     """``_weight(t, i)`` for every token id ``i`` (float64, read-only), memoized per vocabulary."""
-    key = (t.vocab.fingerprint, t.size)
-    w = _WEIGHTS.get(key)
-    if w is None:
-        if len(_WEIGHTS) >= 16:
-            _WEIGHTS.clear()
-        w = np.array([_weight(t, i) for i in range(t.size)], dtype=np.float64)
-        w.flags.writeable = False
-        _WEIGHTS[key] = w
-    return w
+    return _per_vocabulary(
+        _WEIGHTS, t.vocab, t.size, lambda: np.array([_weight(t, i) for i in range(t.size)], dtype=np.float64)
+    )
 
 
 _ORDERS: dict[tuple[str, int], np.ndarray] = {}
@@ -1051,16 +1054,10 @@ _ORDERS: dict[tuple[str, int], np.ndarray] = {}
 
 def preference_order(t: Target) -> np.ndarray:
     """Every token id, most preferred first (:func:`_weight` descending, then id ascending): one
-    sort per vocabulary, read-only, memoized as :func:`token_weights` is."""
-    key = (t.vocab.fingerprint, t.size)
-    order = _ORDERS.get(key)
-    if order is None:
-        if len(_ORDERS) >= 16:
-            _ORDERS.clear()
-        order = np.lexsort((np.arange(t.size), -token_weights(t)))
-        order.flags.writeable = False
-        _ORDERS[key] = order
-    return order
+    sort per vocabulary, memoized."""
+    return _per_vocabulary(
+        _ORDERS, t.vocab, t.size, lambda: np.lexsort((np.arange(t.size), -token_weights(t)))
+    )
 
 
 def by_weight(t: Target, ids: Sequence[int] | np.ndarray) -> np.ndarray:
