@@ -225,7 +225,10 @@ def _run_search(prop: Property, examples: int, seed: int, t: Target) -> list[Fin
     """One Hypothesis search; a failure's findings after shrinking, a flaky failure as determinism."""
     if examples <= 0:
         return []
-    test = hypothesis_seed(seed)(prop.runner(_search_settings(examples)))
+    test: Any = hypothesis_seed(seed)(prop.runner(_search_settings(examples)))
+    # No example database (``_search_settings``), so no key: otherwise Hypothesis hashes the test's
+    # source on every run (``function_digest``: inspect and ast, ~10 ms, three searches per target).
+    test._hypothesis_internal_database_key = None
     try:
         test()
     except FindingFailure as e:

@@ -79,7 +79,18 @@ class Property:
 
 def valid_strings(t: Target, case: Case, limit: int = 6) -> list[bytes]:
     """Byte strings of the case's valid instances that the reference accepts under the backend's
-    profile (so a profile restriction never produces a false finding), at most ``limit``."""
+    profile (so a profile restriction never produces a false finding), at most ``limit``. Memoized in
+    ``t.derived`` for ``case``: every example of a search asks again."""
+    key = ("valid-strings", limit)
+    known = t.derived.get(key)
+    if known is not None and known[0] is case:
+        return list(known[1])
+    out = _valid_strings(t, case, limit)
+    t.derived[key] = (case, tuple(out))
+    return out
+
+
+def _valid_strings(t: Target, case: Case, limit: int) -> list[bytes]:
     g = t.reference.grammar
     out: list[bytes] = []
     for instance in case.valid:

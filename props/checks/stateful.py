@@ -24,13 +24,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from props.checks.invariants import BackendFault, Target, _rejected, by_weight, compare_step
 from props.contract import operations as op
+from props.contract.compat import DependencyError, dependency_versions
 from props.contract.findings import Finding, FindingFailure, Invariant
 from props.contract.operations import Op
 from refdecoder import Matcher as RefMatcher
 
 T = TypeVar("T")
 
-__all__ = ["machine_for"]
+__all__ = ["machine_for", "draw_index", "draw_one", "draw_list"]
 
 _MAX_PAIRS = 4
 
@@ -45,12 +46,35 @@ def machine_for(t: Target) -> type[RuleBasedStateMachine]:
     return Differential
 
 
-def draw_one(data: st.DataObject, options: Sequence[T] | np.ndarray, label: str) -> T:
+def draw_index(data: st.DataObject, n: int) -> int:
+    """An index in ``[0, n)``, shrinking toward 0: the choice ``data.draw(st.integers(0, n - 1))``
+    makes, taken from the test's choice sequence directly. ``DataObject.draw`` costs about 200 µs
+    a call on this machine (it snapshots the global RNG twice and resolves the strategy), a bare
+    choice about 30 µs, and the searches draw tens of thousands of them per run. The draw is not
+    noted for Hypothesis's falsifying-example output, which certify never shows: a finding carries
+    its own token ids and operations."""
+    try:
+        cd = data.conjecture_data
+    except AttributeError as e:  # a Hypothesis release that renamed it: say so, do not fall back
+        raise DependencyError(
+            "hypothesis", f"DataObject.conjecture_data is gone ({e})", dependency_versions(extras=False), []
+        ) from e
+    return int(cd.draw_integer(0, n - 1))
+
+
+def draw_one(data: st.DataObject, options: Sequence[T] | np.ndarray, label: str = "") -> T:
     """``data.draw(st.sampled_from(options))`` without its cost: the same draw of an index in
     ``[0, len(options))`` (so the same shrinking, toward the first option), but ``sampled_from``
     labels itself by hashing every option on each call, and a token list inside a string holds most
-    of a 129k vocabulary (seconds per spec)."""
-    return options[data.draw(st.integers(0, len(options) - 1), label=label)]
+    of a 129k vocabulary (seconds per spec); the index itself is :func:`draw_index`'s. ``label``
+    names the draw for a reader of the call."""
+    return options[draw_index(data, len(options))]
+
+
+def draw_list(data: st.DataObject, options: Sequence[T], max_size: int) -> list[T]:
+    """``data.draw(st.lists(st.sampled_from(options), max_size=max_size))`` by :func:`draw_index`:
+    a length, then that many options; shrinks toward shorter lists of earlier options."""
+    return [draw_one(data, options) for _ in range(draw_index(data, max_size + 1))]
 
 
 def _token_options(t: Target, bits: np.ndarray, ideal: np.ndarray) -> np.ndarray:
@@ -101,7 +125,7 @@ class _Differential(RuleBasedStateMachine):
     # -- helpers ----------------------------------------------------------------------------
     def _select(self, data: st.DataObject) -> tuple[int, Any, RefMatcher]:
         """Draw the pair the next rule works on (recording a switch to it): its index and two matchers."""
-        i = data.draw(st.integers(0, len(self.pairs) - 1), label="pair")
+        i = draw_index(data, len(self.pairs))
         if i != self.cur:
             self.ops.append(op.switch(i))
             self.cur = i
@@ -152,8 +176,13 @@ class _Differential(RuleBasedStateMachine):
         i, m, r = self._select(data)
         if r.is_terminated():
             return
-        bits = t.backend_mask(m)
-        options = _token_options(t, bits, t.reference_mask(r))
+        bits, ideal = t.backend_mask(m), t.reference_mask(r)
+        if not np.array_equal(bits, ideal) and (found := compare_step(t, m, r, self.ids[i], "stateful")):
+            # The masks agreed when this pair was last touched (``masks_agree``): work on another
+            # pair changed them (e.g. a fork that shares state). Certify that difference here, with
+            # its witness, before accept() would meet it without one.
+            self._fail(found)
+        options = _token_options(t, bits, ideal)
         if not len(options):
             return
         tok = int(draw_one(data, options, "token"))
@@ -184,7 +213,7 @@ class _Differential(RuleBasedStateMachine):
         """Roll both sides of a pair back by up to four tokens."""
         t = self.target
         i, m, r = self._select(data)
-        k = data.draw(st.integers(0, min(4, r.num_accepted)), label="k")
+        k = draw_index(data, min(4, r.num_accepted) + 1)
         self._guard(m.rollback, k)
         r.rollback(k)
         self.ops.append(op.rollback(k))
@@ -199,7 +228,7 @@ class _Differential(RuleBasedStateMachine):
         if m.validate is None or r.is_terminated():
             return
         pool = _draft_pool(t, r)
-        draft = data.draw(st.lists(st.sampled_from(pool), max_size=4), label="draft")
+        draft = draw_list(data, pool, 4)
         before = t.backend_mask(m)
         got = int(self._guard(m.validate, draft))
         want = r.validate(draft)
