@@ -774,3 +774,58 @@ def test_bytes_outside_the_alphabet_are_never_read(kw: dict[str, Any], cases: li
             got, state = run(lex, prefix[:cut])
             if state is not None:
                 assert all(lex.step(state, b) is None for b in outside), prefix[:cut]
+
+
+# -- token tables: the alphabet sub-trie against the plain trie walk ----------------------------
+
+
+@functools.cache
+def _number_tries() -> tuple[Any, ...]:
+    """Tries dense in number bytes: every string of up to three of ``0 1 9 - + . e E``, the same with
+    a byte outside the number alphabet appended or inside (``7,`` ``1a2`` ``e "``), and the toy
+    tokenizers' own vocabularies."""
+    import tokenizers_matrix as tm
+    from refdecoder._tokens import token_trie
+
+    chars = "019-+.eE"
+    strings = ["".join(p) for n in (1, 2, 3) for p in itertools.product(chars, repeat=n)]
+    strings += [s + t for s in strings[:80] for t in (",", "a", " ", "}")] + [
+        "1a2",
+        '0"',
+        "x",
+        "é",
+        "7\u00e9",
+    ]
+
+    dense = tm.from_tokens(list(dict.fromkeys(strings)), name="number-dense")
+    return tuple(token_trie(v) for v in (dense, tm.get("bpe"), tm.get("sp-bpe-bytefallback")))
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    spec=specs,
+    canonical=st.booleans(),
+    text=st.one_of(digit_heavy, number_like).map(lambda s: s[: len(s) // 2]),
+    which=st.integers(0, 2),
+)
+def test_token_tables_from_the_alphabet_subtrie_are_the_walks(
+    spec: tuple[Any, ...], canonical: bool, text: str, which: int
+) -> None:
+    """``_LexemeTables._build_lexeme`` walks only the nodes whose bytes are all in the number
+    alphabet and finds the other uncertain roots by their parents; the plain preorder walk of the
+    whole trie (``_build_lexeme_walk``) is the definition: the same accepted tokens, uncertain
+    intervals and count, from the start state and from a state inside a number."""
+    pred = build_or_reject(spec)
+    assume(not pred.is_empty())
+    lex = NumberLexeme(pred, canonical)
+    state: Any = lex.start()
+    for ch in text:
+        nxt = lex.step(state, ord(ch))
+        if nxt is None:
+            break
+        state = nxt
+    tables = _number_tries()[which].lexeme_tables
+    fast, slow = tables._build_lexeme(lex, state), tables._build_lexeme_walk(lex, state)
+    assert fast.accepted.tobytes() == slow.accepted.tobytes()
+    assert fast.uncertain == slow.uncertain
+    assert fast.num_uncertain == slow.num_uncertain
