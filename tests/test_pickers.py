@@ -21,7 +21,7 @@ from props.checks.invariants import (
     token_weights,
     weighted_picker,
 )
-from props.checks.stateful import draw_one
+from props.checks.stateful import draw_index, draw_list, draw_one
 from props.contract.findings import SpecKind, SpecRef
 
 
@@ -96,3 +96,44 @@ def test_draw_one_draws_every_option_and_shrinks_to_the_first() -> None:
     with pytest.raises(AssertionError, match="always"):
         fails()
     assert last[-1] == options[0]
+
+
+def test_draw_list_draws_every_length_and_shrinks_to_the_shortest_of_first_options() -> None:
+    """``draw_list`` is ``st.lists(st.sampled_from(options), max_size=k)`` on bare choices: every length
+    from 0 to ``k`` and every option occur, and a failure that needs two elements shrinks to two
+    copies of the first option."""
+    options = ["a", "b", "c"]
+    lengths: set[int] = set()
+    seen: set[str] = set()
+
+    @settings(max_examples=300, database=None)
+    @given(st.data())
+    def draws(data: st.DataObject) -> None:
+        got = draw_list(data, options, 4)
+        lengths.add(len(got))
+        seen.update(got)
+
+    draws()
+    assert lengths == {0, 1, 2, 3, 4} and seen == set(options)
+
+    last: list[list[str]] = []
+
+    @settings(max_examples=100, database=None)
+    @given(st.data())
+    def fails(data: st.DataObject) -> None:
+        got = draw_list(data, options, 4)
+        last.append(got)
+        assert len(got) < 2
+
+    with pytest.raises(AssertionError):
+        fails()
+    assert last[-1] == ["a", "a"]
+
+
+def test_draw_index_stays_in_range() -> None:
+    @settings(max_examples=100, database=None)
+    @given(st.data(), st.integers(1, 50))
+    def draws(data: st.DataObject, n: int) -> None:
+        assert 0 <= draw_index(data, n) < n
+
+    draws()
