@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from maskcert.certification import (
     CertifyConfig,
@@ -160,3 +162,28 @@ def test_equal_masks_shortcut_finds_what_the_full_comparison_finds(
     fast, slow = run(True), run(False)
     assert fast == slow
     assert sum(fast[1][0].values()) > 0 and fast[0]  # the lies were found
+
+
+@given(
+    size=st.integers(1, 200),
+    seed=st.integers(0, 2**32 - 1),
+    flips=st.lists(st.integers(0, 10**6), max_size=3),
+    garbage=st.booleans(),
+)
+def test_packed_comparison_is_the_unpacked_one(size: int, seed: int, flips: list[int], garbage: bool) -> None:
+    """``same_bits`` and ``bits_at`` read the packed words as ``mask_bits`` reads them: a flipped token
+    bit makes rows unequal, a flipped bit past the vocabulary (garbage in the last word's tail) does not."""
+    from props.checks.invariants import bits_at, mask_bits, same_bits
+    from refdecoder._tokens import num_words
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-(2**31), 2**31, size=num_words(size), dtype=np.int64).astype(np.int32)
+    b = a.copy()
+    for f in flips:
+        bit = f % (32 * len(b))
+        b[bit >> 5] ^= np.int32(np.uint32(1 << (bit & 31)).view(np.int32))
+    if garbage and size % 32:
+        b[-1] ^= np.int32(np.uint32(1 << 31).view(np.int32))  # past the vocabulary when size % 32
+    assert same_bits(a, b, size) == np.array_equal(mask_bits(a, size), mask_bits(b, size))
+    ids = np.arange(size, dtype=np.int64)
+    assert np.array_equal(bits_at(b, size, ids), mask_bits(b, size))

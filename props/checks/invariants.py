@@ -235,17 +235,24 @@ class Target:
 
     # -- masks --------------------------------------------------------------------------------------
     def backend_mask(self, m: Any) -> np.ndarray:
+        return mask_bits(self.backend_packed(m), self.size)
+
+    def reference_mask(self, r: RefMatcher) -> np.ndarray:
+        return mask_bits(self.reference_packed(r), self.size)
+
+    def backend_packed(self, m: Any) -> Any:
+        """The backend's mask as it returned it (an int32 bitmask row; :func:`mask_bits` reads it)."""
         t0 = time.perf_counter()
         packed = m.mask()
         self.timings["backend_mask_ms"].append((time.perf_counter() - t0) * 1000)
-        return mask_bits(packed, self.size)
+        return packed
 
-    def reference_mask(self, r: RefMatcher) -> np.ndarray:
+    def reference_packed(self, r: RefMatcher) -> np.ndarray:
         t0 = time.perf_counter()
         with clock_phase("reference masks"):
             packed = r.mask()
         self.timings["reference_mask_ms"].append((time.perf_counter() - t0) * 1000)
-        return mask_bits(packed, self.size)
+        return packed
 
     def compares_at(self, r: RefMatcher) -> bool:
         """Whether :func:`check_walk` compares the masks at ``r``'s state (see :data:`COMPARE_AT`);
@@ -374,11 +381,33 @@ def _text_mask(v: Vocabulary, size: int) -> np.ndarray:
     return _per_vocabulary(_TEXT, v, size, build)
 
 
+def _words(mask: Any, size: int) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype="<i4")
+
+
 def mask_bits(mask: Any, size: int) -> np.ndarray:
     """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
-    words = np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype="<i4")
+    words = _words(mask, size)
     bits = np.unpackbits(words.view(np.uint8), count=min(size, 32 * len(words)), bitorder="little")
     return bits.view(bool)  # unpackbits gives 0/1 bytes: a bool view, not a copy
+
+
+def same_bits(a: Any, b: Any, size: int) -> bool:
+    """``np.array_equal(mask_bits(a, size), mask_bits(b, size))`` on the packed words: the bits
+    past ``size`` in the last word are not tokens, and a short row is unequal to a full one unless
+    both read the same (:func:`mask_bits` reads what a row holds)."""
+    wa, wb = _words(a, size), _words(b, size)
+    if len(wa) != len(wb) or len(wa) < num_words(size):
+        return bool(np.array_equal(mask_bits(a, size), mask_bits(b, size)))
+    tail = size - 32 * (len(wa) - 1)  # bits of the last word that are tokens, 1..32
+    last = np.int64(wa[-1] ^ wb[-1]) & ((1 << tail) - 1)
+    return bool(last == 0 and np.array_equal(wa[:-1], wb[:-1]))
+
+
+def bits_at(mask: Any, size: int, ids: np.ndarray) -> np.ndarray:
+    """``mask_bits(mask, size)[ids]`` without unpacking the row (``ids`` below ``size``)."""
+    words = _words(mask, size)
+    return ((words[ids >> 5].astype(np.int64) >> (ids & 31)) & 1).astype(bool)
 
 
 class BackendFault(Exception):
@@ -819,20 +848,30 @@ def compare_step(
 ) -> list[Finding]:
     """Compare the backend's mask with the ideal mask after ``prefix`` (both matchers there);
     ``backend_bits``: ``m``'s mask when the caller has just fetched it (not fetched again)."""
-    bm = t.backend_mask(m) if backend_bits is None else backend_bits
-    rm = t.reference_mask(r)
+    bp = t.backend_packed(m) if backend_bits is None else None
+    rp = t.reference_packed(r)
     found: list[Finding] = []
     # Every comparison checks each of these: a missing token is classified (by _completeness) as
     # blocked in every segmentation (byte), in the canonical one, in this one (token) or inside a
     # character (utf8); the last two do not apply to a backend that promises canonical encodings only.
     for inv in _COMPARED if not t.profile.canonical_tokenization_only else _COMPARED_CANONICAL:
         t.checks[inv] += 1
-    b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
     # Equal masks (every step of an engine without defects) leave nothing to classify but the
     # non-text tokens the backend allows (extra by definition) and is_accepting(): the same results
-    # as the general path below, without its passes over the vocabulary.
-    same = SKIP_EQUAL_MASKS and np.array_equal(bm, rm)
-    if not same:
+    # as the general path below, without its passes over the vocabulary. Compared packed, as both
+    # sides return them: unpacking a 128k row costs more than comparing its words.
+    if bp is not None:
+        same = SKIP_EQUAL_MASKS and same_bits(bp, rp, t.size)
+    else:
+        assert backend_bits is not None
+        same = SKIP_EQUAL_MASKS and np.array_equal(backend_bits, mask_bits(rp, t.size))
+    if same:
+        b_eos = r_eos = bool(len(t.eos)) and bool(bits_at(rp, t.size, t.eos).any())
+    else:
+        bm = mask_bits(bp, t.size) if bp is not None else backend_bits
+        assert bm is not None
+        rm = mask_bits(rp, t.size)
+        b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
         b_text, r_text = bm & t.text, rm & t.text
     if not same and not b_text.any() and not b_eos and (r_text.any() or r_eos):
         found.append(
@@ -879,7 +918,7 @@ def compare_step(
         )
     if same:
         nontext = t.nontext_ids
-        extra = nontext[bm[nontext]]
+        extra = nontext[bits_at(rp, t.size, nontext)]  # the same bits on both sides
         missing = nontext[:0]
     else:
         specials = bm & ~t.text
