@@ -466,30 +466,7 @@ class _LexemeTables:
         if alphabet is None:
             return self._build_lexeme_walk(lexeme, q)
         sub, sub_skip, outside, outside_parent = self._alphabet_subtrie(frozenset(alphabet))
-        trie = self.trie
-        labels, depths = trie.label_l, trie.depth_l
-        step, is_final = lexeme.step, lexeme.is_final
-        st: list[Hashable] = [q] * (trie.max_depth + 1)
-        passed = [False] * (trie.max_depth + 1)  # a final state was passed at depth >= 1
-        alive: list[int] = []
-        roots: list[int] = []
-        passed_alive: list[int] = []  # alive nodes past a final state: their outside children are roots
-        k, m = 0, len(sub)
-        while k < m:
-            i = sub[k]
-            d = depths[i]
-            nxt = step(st[d - 1], labels[i])
-            if nxt is None:
-                if passed[d - 1]:
-                    roots.append(i)
-                k = sub_skip[k]
-                continue
-            st[d] = nxt
-            p = passed[d] = passed[d - 1] or is_final(nxt)
-            alive.append(i)
-            if p:
-                passed_alive.append(i)
-            k += 1
+        alive, roots, passed_alive = self._walk_lexeme(lexeme, q, sub, sub_skip)
         extra = outside[np.isin(outside_parent, np.asarray(passed_alive, dtype=np.int64))]
         return self._table(
             np.asarray(alive, dtype=np.int64), np.concatenate([np.asarray(roots, dtype=np.int64), extra])
@@ -520,30 +497,45 @@ class _LexemeTables:
         return known
 
     def _build_lexeme_walk(self, lexeme: Any, q: Hashable) -> _LexTable:
-        """Preorder walk of the trie through ``lexeme`` from ``q``: the same three classes as
+        """Preorder walk of the whole trie through ``lexeme`` from ``q``: the same three classes as
         :meth:`_build` (module doc, fast path 2), for any trim lexeme. The definition
         :meth:`_build_lexeme` is checked against."""
         trie = self.trie
-        labels, depths, skips = trie.label_l, trie.depth_l, trie.skip_l
+        alive, roots, _ = self._walk_lexeme(lexeme, q, range(trie.num_nodes), trie.skip_l)
+        return self._table(np.asarray(alive, dtype=np.int64), np.asarray(roots, dtype=np.int64))
+
+    def _walk_lexeme(
+        self, lexeme: Any, q: Hashable, nodes: Sequence[int], skip_to: Sequence[int]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """Preorder walk through ``lexeme`` from ``q`` over ``nodes`` (trie nodes in preorder, each
+        one's parent among them; ``skip_to[k]``: the position past node ``nodes[k]``'s subtree): the
+        nodes it reads entirely (alive), the roots of subtrees where it died after passing a final
+        state, and the alive nodes past a final state."""
+        trie = self.trie
+        labels, depths = trie.label_l, trie.depth_l
         step, is_final = lexeme.step, lexeme.is_final
         st: list[Hashable] = [q] * (trie.max_depth + 1)
         passed = [False] * (trie.max_depth + 1)  # a final state was passed at depth >= 1
         alive: list[int] = []
         roots: list[int] = []
-        i, n = 0, trie.num_nodes
-        while i < n:
+        passed_alive: list[int] = []
+        k, m = 0, len(nodes)
+        while k < m:
+            i = nodes[k]
             d = depths[i]
             nxt = step(st[d - 1], labels[i])
             if nxt is None:
                 if passed[d - 1]:
                     roots.append(i)
-                i = skips[i]
+                k = skip_to[k]
                 continue
             st[d] = nxt
-            passed[d] = passed[d - 1] or is_final(nxt)
+            p = passed[d] = passed[d - 1] or is_final(nxt)
             alive.append(i)
-            i += 1
-        return self._table(np.asarray(alive, dtype=np.int64), np.asarray(roots, dtype=np.int64))
+            if p:
+                passed_alive.append(i)
+            k += 1
+        return alive, roots, passed_alive
 
     def _table(self, alive_nodes: np.ndarray, roots: np.ndarray) -> _LexTable:
         """A table from the nodes the lexeme reads entirely (accepted) and the roots of the subtrees
