@@ -178,9 +178,10 @@ class _Differential(RuleBasedStateMachine):
             return
         bits, ideal = t.backend_mask(m), t.reference_mask(r)
         if not np.array_equal(bits, ideal) and (found := compare_step(t, m, r, self.ids[i], "stateful")):
-            # The masks agreed when this pair was last touched (``masks_agree``): work on another
-            # pair changed them (e.g. a fork that shares state). Certify that difference here, with
-            # its witness, before accept() would meet it without one.
+            # Masks that differ here are compared first, so a difference gets its certificate
+            # (witness, completion) before accept() meets it without one: work on another pair can
+            # change this one after it was last compared (a fork that shares state). A difference
+            # compared before finds nothing new (``Target.first_time``), and the rule goes on.
             self._fail(found)
         options = _token_options(t, bits, ideal)
         if not len(options):
