@@ -80,7 +80,7 @@ def test_draw_one_draws_every_option_and_shrinks_to_the_first() -> None:
     @settings(max_examples=200, database=None)
     @given(st.data())
     def draws(data: st.DataObject) -> None:
-        seen.add(draw_one(data, options, "token"))
+        seen.add(draw_one(data, options))
 
     draws()
     assert seen == set(options)
@@ -90,7 +90,7 @@ def test_draw_one_draws_every_option_and_shrinks_to_the_first() -> None:
     @settings(max_examples=50, database=None)
     @given(st.data())
     def fails(data: st.DataObject) -> None:
-        last.append(draw_one(data, options, "token"))
+        last.append(draw_one(data, options))
         raise AssertionError("always")  # Hypothesis shrinks it and replays the smallest draw last
 
     with pytest.raises(AssertionError, match="always"):

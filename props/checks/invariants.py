@@ -867,25 +867,32 @@ def compare_step(
         same = SKIP_EQUAL_MASKS and np.array_equal(backend_bits, mask_bits(rp, t.size))
     if same:
         b_eos = r_eos = bool(len(t.eos)) and bool(bits_at(rp, t.size, t.eos).any())
+        nontext = t.nontext_ids
+        extra = nontext[bits_at(rp, t.size, nontext)]  # the same bits on both sides
+        missing = nontext[:0]
     else:
         bm = mask_bits(bp, t.size) if bp is not None else backend_bits
         assert bm is not None
         rm = mask_bits(rp, t.size)
         b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
         b_text, r_text = bm & t.text, rm & t.text
-    if not same and not b_text.any() and not b_eos and (r_text.any() or r_eos):
-        found.append(
-            t.finding(
-                Invariant.LIVENESS,
-                prefix,
-                backend_verdict="empty mask",
-                reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
-                message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
-                certificate={"prefix": t.vocab.decode(prefix)},
-                walk=walk,
+        if not b_text.any() and not b_eos and (r_text.any() or r_eos):
+            found.append(
+                t.finding(
+                    Invariant.LIVENESS,
+                    prefix,
+                    backend_verdict="empty mask",
+                    reference_verdict=f"{int(r_text.sum())} tokens allowed, EOS {'allowed' if r_eos else 'masked'}",
+                    message=f"empty mask after {len(prefix)} tokens: generation cannot go on",
+                    certificate={"prefix": t.vocab.decode(prefix)},
+                    walk=walk,
+                )
             )
-        )
-        return found
+            return found
+        specials = bm & ~t.text
+        specials[t.eos] = False
+        extra = np.flatnonzero((b_text & ~r_text) | specials)
+        missing = np.flatnonzero(r_text & ~b_text)
     if (
         b_eos != r_eos
         and t.first_time(Invariant.EOS, t.vocab.decode(prefix), b_eos)
@@ -916,15 +923,6 @@ def compare_step(
                 walk=walk,
             )
         )
-    if same:
-        nontext = t.nontext_ids
-        extra = nontext[bits_at(rp, t.size, nontext)]  # the same bits on both sides
-        missing = nontext[:0]
-    else:
-        specials = bm & ~t.text
-        specials[t.eos] = False
-        extra = np.flatnonzero((b_text & ~r_text) | specials)
-        missing = np.flatnonzero(r_text & ~b_text)
     if len(extra):
         picks = extra_order(t, extra)
         done = 0

@@ -175,7 +175,7 @@ def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") 
             generated = _from_schema(t, data)
         if generated is None:
             assume(strings)
-        text = generated if generated is not None else draw_one(data, strings, "string")
+        text = generated if generated is not None else draw_one(data, strings)
         how = data.draw(st.sampled_from(SEGMENTATIONS), label="segmentation")
         ids = segment(t, text, how, data.draw(st.randoms(use_true_random=False), label="rng"))
         assume(ids is not None)
@@ -196,7 +196,7 @@ def adversarial_property(targets: Targets, name: str = "invariants/adversarial")
 
         def pick(tt: Target, allowed: np.ndarray) -> int:
             ordered = by_weight(tt, allowed)
-            return int(draw_one(data, ordered, "token"))
+            return int(draw_one(data, ordered))
 
         _raise(adversarial_walk(t, pick, max_steps=24))
 

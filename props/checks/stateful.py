@@ -62,12 +62,11 @@ def draw_index(data: st.DataObject, n: int) -> int:
     return int(cd.draw_integer(0, n - 1))
 
 
-def draw_one(data: st.DataObject, options: Sequence[T] | np.ndarray, label: str = "") -> T:
+def draw_one(data: st.DataObject, options: Sequence[T] | np.ndarray) -> T:
     """``data.draw(st.sampled_from(options))`` without its cost: the same draw of an index in
     ``[0, len(options))`` (so the same shrinking, toward the first option), but ``sampled_from``
     labels itself by hashing every option on each call, and a token list inside a string holds most
-    of a 129k vocabulary (seconds per spec); the index itself is :func:`draw_index`'s. ``label``
-    names the draw for a reader of the call."""
+    of a 129k vocabulary (seconds per spec); the index itself is :func:`draw_index`'s."""
     return options[draw_index(data, len(options))]
 
 
@@ -177,7 +176,9 @@ class _Differential(RuleBasedStateMachine):
         if r.is_terminated():
             return
         bits, ideal = t.backend_mask(m), t.reference_mask(r)
-        if not np.array_equal(bits, ideal) and (found := compare_step(t, m, r, self.ids[i], "stateful")):
+        if not np.array_equal(bits, ideal) and (
+            found := compare_step(t, m, r, self.ids[i], "stateful", backend_bits=bits)
+        ):
             # Masks that differ here are compared first, so a difference gets its certificate
             # (witness, completion) before accept() meets it without one: work on another pair can
             # change this one after it was last compared (a fork that shares state). A difference
@@ -186,7 +187,7 @@ class _Differential(RuleBasedStateMachine):
         options = _token_options(t, bits, ideal)
         if not len(options):
             return
-        tok = int(draw_one(data, options, "token"))
+        tok = int(draw_one(data, options))
         ref_ok = not _rejected(r.accept(tok))
         b_ok = not _rejected(self._guard(m.accept, tok))
         self.ops.append(op.accept(tok))
