@@ -271,7 +271,16 @@ class TokenTrie:
             order[bounds[d] : bounds[d + 1]] for d in range(self.max_depth + 1)
         ]
         self.level_parent = [self.parent[level] for level in self.by_depth]
-        self.level_label = [self.label[level] for level in self.by_depth]
+        self.level_label = [self.label[level].astype(np.int32) for level in self.by_depth]
+        # Each token's node as a position in the levels laid end to end (depth 0, the root, is empty).
+        level_pos = np.empty(n, dtype=np.int64)
+        level_pos[order] = np.arange(n)
+        self.tok_level_pos = level_pos[self.tok_node]
+        # Each node's parent as a position in the level above (depth 1: the root, position 0).
+        self.level_parent_pos = [
+            np.searchsorted(self.by_depth[d - 1], self.level_parent[d]) if d > 1 else np.zeros_like(level)
+            for d, level in enumerate(self.by_depth)
+        ]
         self.eos_mask = pack_ids(list(self.eos_ids), self.vocab_size)
         self.lexeme_tables = _LexemeTables(self)
 
@@ -354,7 +363,8 @@ class _LexemeTables:
         self.hits = 0
         self.misses = 0
         self._tables: OrderedDict[tuple[Hashable, Hashable], _LexTable] = OrderedDict()
-        self._dfa_arrays: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}
+        self._dfa_codes: dict[Hashable, np.ndarray] = {}
+        self._codes_bytes = 0
         self._alphabets: dict[frozenset[int], tuple[list[int], list[int], np.ndarray, np.ndarray]] = {}
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
@@ -376,77 +386,75 @@ class _LexemeTables:
             self.bytes -= old.nbytes()
         return table
 
-    def _arrays(self, dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray]:
-        arrs = self._dfa_arrays.get(dfa.key)
-        if arrs is None:
+    def _codes(self, dfa: ByteDFA) -> np.ndarray:
+        """``dfa``'s table over *codes*, flat: code ``2 * (s + 1) + p`` is DFA state ``s`` with ``p`` = 1
+        when a final state was passed at depth >= 1; code 0 is dead (1 is never used). Row ``c`` maps
+        each byte to the next code: 0 where the DFA dies, and dead stays dead. Cached per DFA, bounded in
+        bytes (a table larger than a quarter of the budget is built for each use)."""
+        codes = self._dfa_codes.get(dfa.key)
+        if codes is None:
             raw = dfa._table  # the package's own DFA: read its table directly
-            if raw.itemsize == 4:
-                table = np.frombuffer(raw, dtype=np.int32).reshape(-1, 256)
-            else:
-                table = np.asarray(raw.tolist(), dtype=np.int32).reshape(-1, 256)
-            finals = np.zeros(table.shape[0], dtype=np.bool_)
-            finals[list(dfa.finals)] = True
-            arrs = (table, finals)
-            if len(self._dfa_arrays) > 4096:
-                self._dfa_arrays.clear()
-            self._dfa_arrays[dfa.key] = arrs
-        return arrs
+            nxt = np.frombuffer(raw, dtype=np.int32) if raw.itemsize == 4 else np.asarray(raw.tolist())
+            nxt = nxt.reshape(-1, 256)
+            finals = np.zeros(dfa.num_states, dtype=np.int32)
+            finals[list(dfa.finals)] = 1
+            dies = nxt < 0
+            to = 2 * (nxt + 1)
+            table = np.zeros((2 * (dfa.num_states + 1), 256), dtype=np.int32)
+            table[2::2] = np.where(dies, 0, to + finals[np.maximum(nxt, 0)])  # nothing passed yet
+            table[3::2] = np.where(dies, 0, to + 1)  # a final state was passed
+            codes = table.reshape(-1)
+            if codes.nbytes <= self.max_bytes // 4:
+                if self._codes_bytes + codes.nbytes > self.max_bytes // 4:
+                    self._dfa_codes.clear()
+                    self._codes_bytes = 0
+                self._dfa_codes[dfa.key] = codes
+                self._codes_bytes += codes.nbytes
+        return codes
 
     def _build(self, dfa: ByteDFA, q: int) -> _LexTable:
-        """Run the trie through ``dfa`` from ``q``, level by level, following only live nodes."""
+        """Run the trie through ``dfa`` from ``q``, level by level: per level, every node's code
+        (:meth:`_codes`: its DFA state, or dead, and whether a final state was passed at depth >= 1).
+        A level is computed densely (every node, through its parent's position in the level above) or,
+        when few nodes of the level above are alive, sparsely (only the children of the live ones): the
+        same codes either way. A test compares this with :meth:`_build_lexeme_walk`."""
         trie = self.trie
-        table, finals = self._arrays(dfa)
-        alive_parts: list[np.ndarray] = []
-        uncertain_parts: list[np.ndarray] = []
-        frontier = np.zeros(0, dtype=np.int64)  # live nodes at depth d-1
-        f_state = np.zeros(0, dtype=np.int64)
-        f_final = np.zeros(0, dtype=np.bool_)  # a final state was passed at depth >= 1
-        # DFA state per live node (-1 elsewhere), for levels where the frontier is large.
-        state_at = np.full(trie.num_nodes, -1, dtype=np.int64)
-        final_at = np.zeros(trie.num_nodes, dtype=np.bool_)
+        table = self._codes(dfa)
+        alive_levels: list[np.ndarray] = []  # per level, in trie.by_depth order: the DFA read the node
+        uncertain_parts: list[np.ndarray] = []  # nodes where the DFA died after passing a final state
+        code = np.full(1, 2 * (q + 1), dtype=np.int32)  # the level above: the root, alone at depth 0
+        live = 1
         for d in range(1, trie.max_depth + 1):
             level = trie.by_depth[d]
-            if d == 1:
-                nodes = level
-                p_state = np.full(nodes.shape, q, dtype=np.int64)
-                p_final = np.zeros(nodes.shape, dtype=np.bool_)
-                labels = trie.level_label[d]
-            elif 4 * frontier.size >= level.size:
-                # Dense: gather every node of the level through its parent.
-                p_state = state_at[trie.level_parent[d]]
-                keep = p_state >= 0
-                nodes = level[keep]
-                p_state = p_state[keep]
-                p_final = final_at[trie.level_parent[d][keep]]
-                labels = trie.level_label[d][keep]
+            if 4 * live >= level.size:
+                parent = code[trie.level_parent_pos[d]]
+                c = table[parent * 256 + trie.level_label[d]]
+                uncertain_parts.append(level[(c == 0) & (parent & 1 == 1)])
+                code = c
             else:
-                # Sparse: the children of frontier node f are the level's nodes in (f, skip[f]).
-                lo = np.searchsorted(level, frontier + 1)
-                hi = np.searchsorted(level, trie.skip[frontier])
+                # Sparse: the children of live node f are the level's nodes in (f, skip[f]).
+                f_pos = np.flatnonzero(code)
+                f_nodes = trie.by_depth[d - 1][f_pos] if d > 1 else np.full(1, -1)
+                lo = np.searchsorted(level, f_nodes + 1)
+                hi = np.searchsorted(level, trie.skip[f_nodes] if d > 1 else trie.num_nodes)
                 counts = hi - lo
-                total = int(counts.sum())
-                if total == 0:
-                    break
-                owner = np.repeat(np.arange(frontier.size), counts)
-                pos = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
-                nodes = level[pos]
-                p_state = f_state[owner]
-                p_final = f_final[owner]
-                labels = trie.level_label[d][pos]
-            s = table[p_state, labels].astype(np.int64)
-            alive = s >= 0
-            uncertain_parts.append(nodes[~alive & p_final])
-            frontier = nodes[alive]
-            f_state = s[alive]
-            f_final = p_final[alive] | finals[f_state]
-            state_at[frontier] = f_state
-            final_at[frontier] = f_final
-            alive_parts.append(frontier)
-            if frontier.size == 0:
+                pos = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+                parent = np.repeat(code[f_pos], counts)
+                c = table[parent * 256 + trie.level_label[d][pos]]
+                uncertain_parts.append(level[pos[(c == 0) & (parent & 1 == 1)]])
+                code = np.zeros(level.size, dtype=np.int32)
+                code[pos] = c
+            alive = code > 0
+            alive_levels.append(alive)
+            live = int(np.count_nonzero(alive))
+            if live == 0:
                 break
-        alive_nodes = np.concatenate(alive_parts) if alive_parts else np.zeros(0, dtype=np.int64)
+        alive_at = np.zeros(trie.num_nodes, dtype=np.bool_)  # in by_depth order (depth 0 is empty)
+        if alive_levels:
+            done = np.concatenate(alive_levels)
+            alive_at[: done.size] = done
         roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
-        return self._table(alive_nodes, roots)
+        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
 
     def get_lexeme(self, lexeme: Any, q: Hashable) -> _LexTable:
         """The classes of a lexeme that is not a byte table but declares them shareable
@@ -469,7 +477,7 @@ class _LexemeTables:
         alive, roots, passed_alive = self._walk_lexeme(lexeme, q, sub, sub_skip)
         extra = outside[np.isin(outside_parent, np.asarray(passed_alive, dtype=np.int64))]
         return self._table(
-            np.asarray(alive, dtype=np.int64), np.concatenate([np.asarray(roots, dtype=np.int64), extra])
+            self.trie.ids_at(alive), np.concatenate([np.asarray(roots, dtype=np.int64), extra])
         )
 
     def _alphabet_subtrie(
@@ -502,7 +510,7 @@ class _LexemeTables:
         :meth:`_build_lexeme` is checked against."""
         trie = self.trie
         alive, roots, _ = self._walk_lexeme(lexeme, q, range(trie.num_nodes), trie.skip_l)
-        return self._table(np.asarray(alive, dtype=np.int64), np.asarray(roots, dtype=np.int64))
+        return self._table(trie.ids_at(alive), np.asarray(roots, dtype=np.int64))
 
     def _walk_lexeme(
         self, lexeme: Any, q: Hashable, nodes: Sequence[int], skip_to: Sequence[int]
@@ -537,12 +545,12 @@ class _LexemeTables:
             k += 1
         return alive, roots, passed_alive
 
-    def _table(self, alive_nodes: np.ndarray, roots: np.ndarray) -> _LexTable:
-        """A table from the nodes the lexeme reads entirely (accepted) and the roots of the subtrees
+    def _table(self, accepted_ids: np.ndarray, roots: np.ndarray) -> _LexTable:
+        """A table from the tokens the lexeme reads entirely (accepted) and the roots of the subtrees
         where it died after passing a final state (uncertain: walked with the parser, with the
         ancestors the walk must pass through)."""
         trie = self.trie
-        accepted = pack_ids(trie.ids_at(alive_nodes), trie.vocab_size)
+        accepted = pack_ids(accepted_ids, trie.vocab_size)
         intervals: list[tuple[int, int]] = []
         n_unc = 0
         if roots.size:
@@ -567,7 +575,8 @@ class _LexemeTables:
 
     def clear(self) -> None:
         self._tables.clear()
-        self._dfa_arrays.clear()
+        self._dfa_codes.clear()
+        self._codes_bytes = 0
         self._alphabets.clear()
         self.bytes = 0
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import refdecoder
@@ -532,3 +532,47 @@ def test_no_text_tokens() -> None:
     tg = TokenGrammar(refdecoder.compile_choice(["", "a"]), v)
     assert tg.allowed_ids(tg.initial()) == [0]
     assert tg.forced_tokens(tg.initial()) == []
+
+
+# -- lexeme tables of byte DFAs ----------------------------------------------------------------------
+
+# Bytes the test vocabularies use: letters, digits, JSON punctuation, space, and UTF-8 lead and
+# continuation bytes, so random DFAs read whole tokens, die inside them and pass final states.
+_DFA_BYTES = sorted(set(b'abcdeilnorstuxy0127{}[]",:\\ \n!-.') | {0xC3, 0xA9, 0xE6, 0x97, 0xA5})
+_dfa_rows = st.lists(
+    st.tuples(st.integers(0, len(_DFA_BYTES) - 1), st.integers(0, len(_DFA_BYTES) - 1), st.integers(0, 5)),
+    max_size=4,
+)
+
+
+@st.composite
+def byte_dfas(draw: st.DrawFn) -> tuple[ByteDFA, int]:
+    """A random trim DFA over :data:`_DFA_BYTES` (each state reads a few byte ranges; some read almost
+    every byte, so the trie walk meets wide and narrow levels) and one of its states."""
+    n = draw(st.integers(1, 6))
+    trans: dict[int, dict[int, int]] = {}
+    for s in range(n):
+        row: dict[int, int] = {}
+        for lo, hi, t in draw(_dfa_rows):
+            for b in _DFA_BYTES[min(lo, hi) : max(lo, hi) + 1]:
+                row[b] = t % n
+        trans[s] = row
+    finals = draw(st.sets(st.integers(0, n - 1), min_size=1))
+    if ByteDFA.is_empty_language(trans, 0, finals):
+        trans[0][_DFA_BYTES[0]] = min(finals)  # a way to a final state from the start
+    dfa = ByteDFA.build(trans, 0, finals)
+    return dfa, draw(st.integers(0, dfa.num_states - 1))
+
+
+@settings(max_examples=150)  # cheap examples; a final state passed mid-token is not a common draw
+@given(dfa_q=byte_dfas(), which=st.sampled_from(VOCAB_NAMES))
+def test_dfa_tables_are_the_walks(dfa_q: tuple[ByteDFA, int], which: str) -> None:
+    """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse;
+    the plain preorder walk of the whole trie through the same DFA (``_build_lexeme_walk``) is the
+    definition: the same accepted tokens, uncertain intervals and count."""
+    dfa, q = dfa_q
+    tables = token_trie(vocabularies()[which]).lexeme_tables
+    fast, slow = tables._build(dfa, q), tables._build_lexeme_walk(dfa, q)
+    assert fast.accepted.tobytes() == slow.accepted.tobytes()
+    assert fast.uncertain == slow.uncertain
+    assert fast.num_uncertain == slow.num_uncertain
