@@ -22,6 +22,7 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -260,6 +261,43 @@ def _canonical_metas(schema: Any) -> Any:
     return walk(schema)
 
 
+@functools.cache
+def _extended(cls: Any, legacy_dependencies: bool) -> Any:
+    """``cls`` (a ``jsonschema`` validator class) with the readings :func:`_validator` applies: ECMA
+    ``\\d`` in patterns, exact ``multipleOf`` and decimal number types, and draft-07's
+    ``dependencies`` when ``legacy_dependencies``. Built once per class and reading: a validator class
+    is an attrs class, and creating one costs milliseconds."""
+    import jsonschema
+
+    original_multiple_of = cls.VALIDATORS["multipleOf"]
+    original_pattern = cls.VALIDATORS["pattern"]
+    original_pattern_properties = cls.VALIDATORS["patternProperties"]
+
+    def pattern(validator: Any, p: Any, instance: Any, schema: Any) -> Any:
+        yield from original_pattern(validator, ecma_digits(p) if isinstance(p, str) else p, instance, schema)
+
+    def pattern_properties(validator: Any, pp: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(pp, dict):
+            pp = {ecma_digits(k): v for k, v in pp.items()}
+        yield from original_pattern_properties(validator, pp, instance, schema)
+
+    def multiple_of(validator: Any, d: Any, instance: Any, schema: Any) -> Any:
+        if not isinstance(instance, Decimal):
+            yield from original_multiple_of(validator, d, instance, schema)
+            return
+        exponent = instance.as_tuple().exponent
+        if not isinstance(exponent, int) or abs(exponent) > 100_000:
+            raise CorpusError("number", "one whose exact multipleOf check fits in memory", str(instance)[:40])
+        if (Fraction(instance) / Fraction(str(d))).denominator != 1:
+            yield jsonschema.ValidationError(f"{instance} is not a multiple of {d}")
+
+    types = _DECIMAL_TYPES_DRAFT4 if cls is jsonschema.Draft4Validator else _DECIMAL_TYPES
+    keywords = {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties}
+    if legacy_dependencies and "dependencies" not in cls.VALIDATORS:
+        keywords["dependencies"] = jsonschema.Draft7Validator.VALIDATORS["dependencies"]
+    return jsonschema.validators.extend(cls, keywords, type_checker=cls.TYPE_CHECKER.redefine_many(types))
+
+
 def _validator(
     schema: Any, assert_formats: bool, strict: str, draft: str = "2020-12", legacy_dependencies: str = "apply"
 ) -> Any:
@@ -287,33 +325,7 @@ def _validator(
         cls.check_schema(doc)
     except jsonschema.SchemaError as e:
         raise CorpusError("JSON Schema", f"a valid {cls.__name__[:-9]} schema", e.message[:200]) from e
-    original_multiple_of = cls.VALIDATORS["multipleOf"]
-    original_pattern = cls.VALIDATORS["pattern"]
-    original_pattern_properties = cls.VALIDATORS["patternProperties"]
-
-    def pattern(validator: Any, p: Any, instance: Any, schema: Any) -> Any:
-        yield from original_pattern(validator, ecma_digits(p) if isinstance(p, str) else p, instance, schema)
-
-    def pattern_properties(validator: Any, pp: Any, instance: Any, schema: Any) -> Any:
-        if isinstance(pp, dict):
-            pp = {ecma_digits(k): v for k, v in pp.items()}
-        yield from original_pattern_properties(validator, pp, instance, schema)
-
-    def multiple_of(validator: Any, d: Any, instance: Any, schema: Any) -> Any:
-        if not isinstance(instance, Decimal):
-            yield from original_multiple_of(validator, d, instance, schema)
-            return
-        exponent = instance.as_tuple().exponent
-        if not isinstance(exponent, int) or abs(exponent) > 100_000:
-            raise CorpusError("number", "one whose exact multipleOf check fits in memory", str(instance)[:40])
-        if (Fraction(instance) / Fraction(str(d))).denominator != 1:
-            yield jsonschema.ValidationError(f"{instance} is not a multiple of {d}")
-
-    types = _DECIMAL_TYPES_DRAFT4 if cls is jsonschema.Draft4Validator else _DECIMAL_TYPES
-    keywords = {"multipleOf": multiple_of, "pattern": pattern, "patternProperties": pattern_properties}
-    if legacy_dependencies == "apply" and "dependencies" not in cls.VALIDATORS:
-        keywords["dependencies"] = jsonschema.Draft7Validator.VALIDATORS["dependencies"]
-    cls = jsonschema.validators.extend(cls, keywords, type_checker=cls.TYPE_CHECKER.redefine_many(types))
+    cls = _extended(cls, legacy_dependencies == "apply")
     formats = format_checker() if assert_formats else None  # RFC readings: props/corpus/format_check.py
     v = cls(doc, format_checker=formats)
     _VALIDATORS[key] = v
