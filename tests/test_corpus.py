@@ -319,6 +319,23 @@ def test_validate_output_other_kinds() -> None:
         validate_output(_js({"$ref": "http://localhost:1234/x.json"}), b"1")
 
 
+def test_validate_instance_checks_the_meta_schema_unless_told_the_schema_is_derived() -> None:
+    """A schema its meta-schema rejects is a CorpusError by default; with ``check_meta=False`` (schemas
+    maskcert derives from a checked one) the meta-schema check is skipped and the instance is judged,
+    and the two validators are cached apart."""
+    bad = {"type": "integer", "minimum": 3, "maxItems": -1}  # maxItems must be non-negative
+    spec = SpecRef(SpecKind.JSON_SCHEMA, bad)
+    with pytest.raises(CorpusError, match="valid"):
+        validate_instance(spec, 5)
+    assert validate_instance(spec, 5, check_meta=False) is None
+    assert "schema violation" in (validate_instance(spec, 2, check_meta=False) or "")
+    with pytest.raises(CorpusError):
+        validate_instance(spec, 5)
+    good = SpecRef(SpecKind.JSON_SCHEMA, {"type": "integer", "minimum": 3})
+    assert validate_instance(good, 5) is None and validate_instance(good, 5, check_meta=False) is None
+    assert validate_instance(good, 2) is not None and validate_instance(good, 2, check_meta=False) is not None
+
+
 def test_profile_texts_the_validator_rejects_the_reference_rejects() -> None:
     """Cross-check the profile checks against the reference on texts that break exactly one."""
     schema = {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}

@@ -288,7 +288,7 @@ class _Job:
         if str(self.spec.kind) == "json_schema":
             root = self.spec.source
             out = []
-            for v in self.values(root, n=n, full=True):
+            for v in self.values(root, n=n, full=True, derived=False):
                 out += [t.encode("utf-8") for t in serializations(v, self.profile, root)[:1]]
             return out
         if self.grammar is None:
@@ -301,9 +301,12 @@ class _Job:
         n: int = 3,
         formats: Literal["annotation", "assert"] = "annotation",
         full: bool = False,
+        derived: bool = True,
     ) -> list[Any]:
         """Up to ``n`` JSON values valid against ``schema`` (``jsonschema`` judges): structural examples
-        (:func:`_examples`), and for a string schema strings the reference draws."""
+        (:func:`_examples`), and for a string schema strings the reference draws. A ``derived`` schema
+        (made here from the root) is not checked against its meta-schema again: its values are
+        candidates, which :meth:`labelled` judges against the root."""
         if self.late():
             return []
         cands = _examples(schema, schema, 0, full)
@@ -326,7 +329,7 @@ class _Job:
             if key in keys:
                 continue
             keys.add(key)
-            if _valid(schema, v, formats == "assert"):
+            if _valid(schema, v, formats == "assert", check_meta=not derived):
                 out.append(v)
                 if len(out) >= n:
                     break
@@ -384,10 +387,14 @@ class _Job:
                     kept += 1
 
     def labelled(self, value: Any, without: Any) -> bool:
-        """Valid against the root with the keyword removed, invalid against the root: the keyword's."""
+        """Valid against the root with the keyword removed, invalid against the root: the keyword's.
+        The root without the keyword is not checked against its meta-schema again; the root is."""
         plain = {**(self.spec.profile or {}), "whitespace": "any", "top_level_whitespace": True}
         try:
-            if validate_instance(SpecRef(self.spec.kind, without, "", "", plain), value) is not None:
+            if (
+                validate_instance(SpecRef(self.spec.kind, without, "", "", plain), value, check_meta=False)
+                is not None
+            ):
                 return False
             return (
                 validate_instance(SpecRef(self.spec.kind, self.spec.source, "", "", plain), value) is not None
@@ -981,10 +988,11 @@ def _stringy(schema: Any) -> bool:
     )
 
 
-def _valid(schema: Any, value: Any, formats: bool = False) -> bool:
+def _valid(schema: Any, value: Any, formats: bool = False, *, check_meta: bool = True) -> bool:
     profile = {"allow_duplicate_keys": True, "formats": "assert" if formats else "annotation"}
     try:
-        return validate_instance(SpecRef("json_schema", schema, "", "", profile), value) is None  # type: ignore[arg-type]
+        spec = SpecRef("json_schema", schema, "", "", profile)  # type: ignore[arg-type]
+        return validate_instance(spec, value, check_meta=check_meta) is None
     except (CorpusError, RecursionError):
         return False
 
