@@ -56,7 +56,7 @@ class ByteDFA:
         h = hashlib.sha256(table.tobytes())
         h.update(repr(sorted(finals)).encode())
         self._key = ("dfa", h.hexdigest())
-        self._live_bytes: list[bytes] | None = None
+        self._live_bytes: list[bytes | None] | None = None
         self._onward_bytes: list[frozenset[int]] | None = None
 
     # -- construction -------------------------------------------------------------------------
@@ -184,12 +184,15 @@ class ByteDFA:
         raise AssertionError("a trim DFA reaches a final state from every state")
 
     def live_bytes(self, state: int) -> bytes:
-        """The bytes with a transition out of ``state``."""
+        """The bytes with a transition out of ``state`` (computed per state on first use: a walk
+        touches few of a large DFA's states)."""
         if self._live_bytes is None:
-            self._live_bytes = [
-                bytes(b for b in range(256) if self._table[s * 256 + b] != DEAD) for s in range(self._nstates)
-            ]
-        return self._live_bytes[state]
+            self._live_bytes = [None] * self._nstates
+        got = self._live_bytes[state]
+        if got is None:
+            row = state * 256
+            got = self._live_bytes[state] = bytes(b for b in range(256) if self._table[row + b] != DEAD)
+        return got
 
     def onward_bytes(self, state: int) -> frozenset[int]:
         """The bytes whose transition out of ``state`` leads to a state with transitions of its own."""
