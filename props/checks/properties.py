@@ -72,7 +72,11 @@ class Property:
     def runner(self, s: settings) -> Callable[[], None]:
         """The test with settings ``s`` applied, ready to call."""
         if self.machine is not None:
-            return get_state_machine_test(self.machine, settings=s)
+            machine = self.machine
+            # A factory function, not the class: Hypothesis digests the factory's source (for an
+            # example database, which these runs do not use), and for a class ``inspect`` parses its
+            # whole module (~7 ms a call, once per target); a function it reads from its first line.
+            return get_state_machine_test(lambda: machine(), settings=s)
         assert self.test is not None
         return s(self.test)
 
