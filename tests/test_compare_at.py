@@ -187,3 +187,19 @@ def test_packed_comparison_is_the_unpacked_one(size: int, seed: int, flips: list
     assert same_bits(a, b, size) == np.array_equal(mask_bits(a, size), mask_bits(b, size))
     ids = np.arange(size, dtype=np.int64)
     assert np.array_equal(bits_at(b, size, ids), mask_bits(b, size))
+
+
+@pytest.mark.parametrize("size", [1, 31, 32, 33, 70, 96, 129])
+def test_packed_comparison_sees_every_single_bit(size: int) -> None:
+    """Each bit of a row flipped alone, in every word: ``same_bits`` says unequal exactly where the
+    flipped bit is a token (below ``size``), as the unpacked comparison does."""
+    from props.checks.invariants import mask_bits, same_bits
+    from refdecoder._tokens import num_words
+
+    a = np.random.default_rng(size).integers(-(2**31), 2**31, size=num_words(size), dtype=np.int64)
+    a = a.astype(np.int32)
+    for bit in range(32 * len(a)):
+        b = a.copy()
+        b[bit >> 5] ^= np.int32(np.uint32(1 << (bit & 31)).view(np.int32))
+        assert same_bits(a, b, size) == (bit >= size), bit
+        assert same_bits(a, b, size) == np.array_equal(mask_bits(a, size), mask_bits(b, size)), bit

@@ -400,8 +400,10 @@ def same_bits(a: Any, b: Any, size: int) -> bool:
     if len(wa) != len(wb) or len(wa) < num_words(size):
         return bool(np.array_equal(mask_bits(a, size), mask_bits(b, size)))
     tail = size - 32 * (len(wa) - 1)  # bits of the last word that are tokens, 1..32
-    last = np.int64(wa[-1] ^ wb[-1]) & ((1 << tail) - 1)
-    return bool(last == 0 and np.array_equal(wa[:-1], wb[:-1]))
+    # Python ints and bytes: numpy's scalar and array_equal calls cost more than these small rows.
+    if (int(wa[-1]) ^ int(wb[-1])) & ((1 << tail) - 1):
+        return False
+    return wa[:-1].tobytes() == wb[:-1].tobytes()
 
 
 def bits_at(mask: Any, size: int, ids: np.ndarray) -> np.ndarray:
@@ -866,9 +868,10 @@ def compare_step(
         assert backend_bits is not None
         same = SKIP_EQUAL_MASKS and np.array_equal(backend_bits, mask_bits(rp, t.size))
     if same:
-        b_eos = r_eos = bool(len(t.eos)) and bool(bits_at(rp, t.size, t.eos).any())
         nontext = t.nontext_ids
-        extra = nontext[bits_at(rp, t.size, nontext)]  # the same bits on both sides
+        watched = bits_at(rp, t.size, np.concatenate([t.eos, nontext]))  # one read of the row for both
+        b_eos = r_eos = bool(watched[: len(t.eos)].any())
+        extra = nontext[watched[len(t.eos) :]]  # the same bits on both sides
         missing = nontext[:0]
     else:
         bm = mask_bits(bp, t.size) if bp is not None else backend_bits
