@@ -152,6 +152,20 @@ def test_all_segmentations_are_distinct_and_complete(vocab: tm.Vocabulary, data:
         assert tuple(vocab.encode(text)) in found
 
 
+@given(data=st.data())
+def test_index_matches_are_every_token_spelled_there(vocab: tm.Vocabulary, data: st.DataObject) -> None:
+    """``TokenIndex.matches`` (lengths cut at the longest token under a two-byte head) lists exactly the
+    tokens whose bytes are ``data[start:end]``, shortest first: the definition, over every token."""
+    text = data.draw(ts.texts(vocab, max_size=12))
+    encoded = vocab.normalize(text).encode("utf-8") + data.draw(st.binary(max_size=3))
+    start = data.draw(st.integers(0, len(encoded)))
+    want = sorted(
+        (len(b), i) for i, b in enumerate(vocab.token_bytes) if b is not None and encoded.startswith(b, start)
+    )
+    got = [(end - start, i) for i, end in vocab.index.matches(encoded, start)]
+    assert sorted(got) == want and [n for n, _ in got] == sorted(n for n, _ in got)
+
+
 def test_specials_carry_no_text_and_eos_is_special(vocab: tm.Vocabulary) -> None:
     assert vocab.eos_ids and vocab.eos_ids <= vocab.special_ids
     for i in vocab.special_ids:
