@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from props.checks.invariants import Target, check_walk
+from props.checks.targeted import complete_bytes
 from props.checks.witness import canonical_ids, shortest_completion
 from props.contract.findings import Finding
 from refdecoder import Grammar
@@ -188,9 +189,14 @@ def guided_walks(
             state = g.advance(g.initial(), prefix)
             if state is None:
                 continue
-        # The grammar network's shortest completion (checked by the matcher), a search over states
-        # only where it gives up: a breadth-first search over bytes cost ~4 ms a position.
-        rest = shortest_completion(g, state, max_states=1000)
+        # A completion over structural bytes first (complete_bytes: punctuation and digits inside
+        # strings too, which finds engines that block them), found within a few hundred states for
+        # nearly every position; where that search gives up, the grammar network's shortest one
+        # (checked by the matcher). The main job: 780 of 867 positions within 300 states; the 84
+        # that needed more than 1,500 had cost 3 s.
+        rest = complete_bytes(g, state, max_states=300)
+        if rest is None:
+            rest = shortest_completion(g, state, max_states=1000)
         if rest is None:
             continue
         head, tail = _ids(t, prefix), _ids(t, rest)
