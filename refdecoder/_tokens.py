@@ -426,7 +426,7 @@ class _LexemeTables:
         live = 1
         for d in range(1, trie.max_depth + 1):
             level = trie.by_depth[d]
-            if 4 * live >= level.size:
+            if d == 1 or 4 * live >= level.size:  # depth 1: every node is a child of the root
                 parent = code[trie.level_parent_pos[d]]
                 c = table[parent * 256 + trie.level_label[d]]
                 uncertain_parts.append(level[(c == 0) & (parent & 1 == 1)])
@@ -434,9 +434,9 @@ class _LexemeTables:
             else:
                 # Sparse: the children of live node f are the level's nodes in (f, skip[f]).
                 f_pos = np.flatnonzero(code)
-                f_nodes = trie.by_depth[d - 1][f_pos] if d > 1 else np.full(1, -1)
+                f_nodes = trie.by_depth[d - 1][f_pos]
                 lo = np.searchsorted(level, f_nodes + 1)
-                hi = np.searchsorted(level, trie.skip[f_nodes] if d > 1 else trie.num_nodes)
+                hi = np.searchsorted(level, trie.skip[f_nodes])
                 counts = hi - lo
                 pos = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
                 parent = np.repeat(code[f_pos], counts)

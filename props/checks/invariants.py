@@ -862,11 +862,13 @@ def compare_step(
     # non-text tokens the backend allows (extra by definition) and is_accepting(): the same results
     # as the general path below, without its passes over the vocabulary. Compared packed, as both
     # sides return them: unpacking a 128k row costs more than comparing its words.
+    rm: np.ndarray | None = None  # the reference's row unpacked, once, where it is needed
     if bp is not None:
         same = SKIP_EQUAL_MASKS and same_bits(bp, rp, t.size)
     else:
         assert backend_bits is not None
-        same = SKIP_EQUAL_MASKS and np.array_equal(backend_bits, mask_bits(rp, t.size))
+        rm = mask_bits(rp, t.size)
+        same = SKIP_EQUAL_MASKS and np.array_equal(backend_bits, rm)
     if same:
         nontext = t.nontext_ids
         watched = bits_at(rp, t.size, np.concatenate([t.eos, nontext]))  # one read of the row for both
@@ -876,7 +878,7 @@ def compare_step(
     else:
         bm = mask_bits(bp, t.size) if bp is not None else backend_bits
         assert bm is not None
-        rm = mask_bits(rp, t.size)
+        rm = mask_bits(rp, t.size) if rm is None else rm
         b_eos, r_eos = t.eos_of(bm), t.eos_of(rm)
         b_text, r_text = bm & t.text, rm & t.text
         if not b_text.any() and not b_eos and (r_text.any() or r_eos):

@@ -327,11 +327,11 @@ def _validator(
         if strict
         else schema
     )
-    try:
-        if check_meta:
+    if check_meta:
+        try:
             cls.check_schema(doc)
-    except jsonschema.SchemaError as e:
-        raise CorpusError("JSON Schema", f"a valid {cls.__name__[:-9]} schema", e.message[:200]) from e
+        except jsonschema.SchemaError as e:
+            raise CorpusError("JSON Schema", f"a valid {cls.__name__[:-9]} schema", e.message[:200]) from e
     cls = _extended(cls, legacy_dependencies == "apply")
     formats = format_checker() if assert_formats else None  # RFC readings: props/corpus/format_check.py
     v = cls(doc, format_checker=formats)
