@@ -141,10 +141,11 @@ def test_reader_names_file_and_place() -> None:
     }
 
 
-def _slow_nesting(data: bytes) -> int:
+def _slow_nesting(data: bytes, limit: int) -> tuple[int, int]:
     depth = best = 0
+    first = -1
     inside = escaped = False
-    for c in data.decode("latin-1"):
+    for at, c in enumerate(data.decode("latin-1")):
         if inside:
             if escaped:
                 escaped = False
@@ -157,9 +158,11 @@ def _slow_nesting(data: bytes) -> int:
         elif c in "[{":
             depth += 1
             best = max(best, depth)
+            if depth > limit and first < 0:
+                first = at
         elif c in "]}":
             depth -= 1
-    return best
+    return best, first
 
 
 def test_json_nesting_matches_a_character_scan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +182,19 @@ def test_json_nesting_matches_a_character_scan(monkeypatch: pytest.MonkeyPatch) 
 
         data = json.dumps(value(0)).encode()
         monkeypatch.setattr(reader, "_CHUNK", rng.choice([1, 2, 3, 7, 1 << 24]))
-        assert json_nesting(data, 1000)[0] == _slow_nesting(data), data
+        limit = rng.choice([0, 1, 2, 3, 1000])
+        assert json_nesting(data, limit) == _slow_nesting(data, limit), data
+    # Unbalanced brackets and texts cut anywhere: runs of backslashes across chunk borders, strings
+    # left open (backslashes stand only inside strings, as in any JSON text).
+    for _ in range(300):
+        pieces = ["[", "]", "{", "}", "x"] + [
+            json.dumps("".join(rng.choice('\\"[]{}a') for _ in range(rng.randint(0, 6)))) for _ in range(3)
+        ]
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        data = text.encode()[: rng.randint(0, len(text))]
+        monkeypatch.setattr(reader, "_CHUNK", rng.choice([1, 2, 3, 7, 1 << 24]))
+        limit = rng.choice([0, 1, 2])
+        assert json_nesting(data, limit) == _slow_nesting(data, limit), data
 
 
 # -- limits and the compile budget ------------------------------------------------------------
