@@ -16,6 +16,7 @@ from props.checks.invariants import (
     _weight,
     by_weight,
     extra_order,
+    in_order,
     missing_order,
     prepare,
     token_weights,
@@ -61,14 +62,28 @@ def test_weighted_picker_is_random_choices(ids: list[int], seed: int) -> None:
         assert pick(t, allowed) == want
 
 
-@given(st.lists(st.integers(0, 10_000), unique=True, max_size=60), st.none() | st.integers(0, 10_000))
-def test_certification_orders_are_the_sorted_definitions(ids: list[int], next_id: int | None) -> None:
+@given(
+    st.lists(st.integers(0, 10_000), unique=True, max_size=60),
+    st.none() | st.integers(0, 10_000),
+    st.integers(1, 7),
+    st.randoms(use_true_random=False),
+)
+def test_certification_orders_are_the_sorted_definitions(
+    ids: list[int], next_id: int | None, chunk: int, rng: random.Random
+) -> None:
+    """Both orders, for ids given ascending (the radix path) and shuffled (np.lexsort), read back a
+    chunk at a time, are the sorted definitions."""
     t = _target("sp-bpe-bytefallback")
-    arr = np.array(sorted({i % t.size for i in ids}), dtype=np.int64)
+    ascending = sorted({i % t.size for i in ids})
+    shuffled = rng.sample(ascending, len(ascending))
     nxt = None if next_id is None else next_id % t.size
     n = [len(t.vocab.token_bytes[i] or b"") for i in range(t.size)]
-    assert extra_order(t, arr) == sorted(arr.tolist(), key=lambda i: (n[i], i))
-    assert missing_order(t, arr, nxt) == sorted(arr.tolist(), key=lambda i: (i != nxt, n[i], i))
+    for given_ids in (ascending, shuffled):
+        arr = np.array(given_ids, dtype=np.int64)
+        assert list(in_order(extra_order(t, arr), chunk)) == sorted(given_ids, key=lambda i: (n[i], i))
+        assert list(in_order(missing_order(t, arr, nxt), chunk)) == sorted(
+            given_ids, key=lambda i: (i != nxt, n[i], i)
+        )
 
 
 def test_draw_one_draws_every_option_and_shrinks_to_the_first() -> None:

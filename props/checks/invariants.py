@@ -929,9 +929,8 @@ def compare_step(
             )
         )
     if len(extra):
-        picks = extra_order(t, extra)
         done = 0
-        for tok in picks:
+        for tok in in_order(extra_order(t, extra)):
             if done >= _PER_STEP:
                 break
             if not t.first_time(Invariant.SOUNDNESS, t.token_bytes(tok)):
@@ -943,9 +942,8 @@ def compare_step(
             if f is not None:
                 found.append(f)
     if len(missing):
-        order = missing_order(t, missing, next_id)
         done = 0
-        for tok in order:
+        for tok in in_order(missing_order(t, missing, next_id)):
             if done >= _PER_STEP:
                 break
             if not t.first_time("completeness", t.token_bytes(tok)):
@@ -1059,7 +1057,7 @@ def _ascending(ids: np.ndarray) -> bool:
     return not bool(np.any(ids[1:] < ids[:-1]))
 
 
-def extra_order(t: Target, extra: np.ndarray) -> list[int]:
+def extra_order(t: Target, extra: np.ndarray) -> np.ndarray:
     """Tokens the backend allows and the reference masks, in the order they are certified: shortest
     first, then by id. Ids given ascending (np.flatnonzero) are sorted stably by length alone (a
     radix sort: these arrays can hold most of a 128k vocabulary); others by np.lexsort (the last key
@@ -1067,11 +1065,11 @@ def extra_order(t: Target, extra: np.ndarray) -> list[int]:
     keys = _length_keys(t)
     if keys is None or not _ascending(extra):
         lengths = token_lengths(t)
-        return [int(i) for i in extra[np.lexsort((extra, lengths[extra]))]]
-    return cast(list[int], extra[np.argsort(keys[extra], kind="stable")].tolist())
+        return cast(np.ndarray, extra[np.lexsort((extra, lengths[extra]))])
+    return cast(np.ndarray, extra[np.argsort(keys[extra], kind="stable")])
 
 
-def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> list[int]:
+def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> np.ndarray:
     """Tokens the backend masks and the reference allows, in the order they are certified: the walk's
     own next token first, then shortest, then by id (as :func:`extra_order`, the "not the walk's own
     token" flag a bit above the length)."""
@@ -1079,9 +1077,16 @@ def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> list[i
     own = missing != (-1 if next_id is None else next_id)
     if keys is None or not _ascending(missing):
         lengths = token_lengths(t)
-        return [int(i) for i in missing[np.lexsort((missing, lengths[missing], own))]]
+        return cast(np.ndarray, missing[np.lexsort((missing, lengths[missing], own))])
     key = keys[missing] | (own.astype(np.int16) << 14)
-    return cast(list[int], missing[np.argsort(key, kind="stable")].tolist())
+    return cast(np.ndarray, missing[np.argsort(key, kind="stable")])
+
+
+def in_order(ids: np.ndarray, chunk: int = 64) -> Iterator[int]:
+    """``ids`` as Python ints, converted a chunk at a time: the loops over :func:`extra_order` and
+    :func:`missing_order` stop after a few tokens, and most of a 128k vocabulary can differ."""
+    for start in range(0, len(ids), chunk):
+        yield from ids[start : start + chunk].tolist()
 
 
 def token_weights(t: Target) -> np.ndarray:
