@@ -40,7 +40,7 @@ from typing import Any
 
 from ._ir import CALL, Alt, Lex, Network, Repeat, Seq, receives
 from ._lexeme import ByteDFA
-from ._parser import State
+from ._parser import State, stable_key
 
 __all__ = ["Completer"]
 
@@ -80,7 +80,9 @@ class Completer:
         if state.accepting:
             return b""
         best: bytes | None = None
-        for stack in sorted(state.stacks, key=len)[: self.max_stacks]:
+        # Shortest stacks first, ties in a fixed order (not the frozenset's, which follows string
+        # hashes): the first shortest word wins, so the same state completes the same in every process.
+        for stack in sorted(state.stacks, key=lambda st: (len(st), stable_key(st)))[: self.max_stacks]:
             word = self._complete_stack(stack)
             if word is not None and (best is None or len(word) < len(best)):
                 best = word

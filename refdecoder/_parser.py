@@ -23,10 +23,22 @@ from ._ir import CALL, Lex, Network, receives
 from ._lexeme import ByteDFA, can_continue
 from .errors import LimitExceeded
 
-__all__ = ["State", "Parser", "Frame", "Stack"]
+__all__ = ["State", "Parser", "Frame", "Stack", "stable_key"]
 
 Frame = tuple[int, Any]
 Stack = tuple[Frame, ...]
+
+
+def stable_key(x: Any) -> Any:
+    """A sort key for stacks, frames and their parts that is the same in every process: a state's
+    stacks form a frozenset, whose order follows string hashes (PYTHONHASHSEED), so a choice among
+    them ("the first shortest") must sort by this key, not by iteration order. Frozensets (a lexeme's
+    local state can be one) are sorted; each atom is tagged with its type name so unlike atoms compare."""
+    if isinstance(x, tuple):
+        return (0, tuple(stable_key(y) for y in x))
+    if isinstance(x, frozenset):
+        return (1, tuple(sorted(stable_key(y) for y in x)))
+    return (2, type(x).__name__, x)
 
 
 class State:

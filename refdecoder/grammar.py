@@ -19,7 +19,7 @@ from ._fsa import UnicodeEscapes
 from ._ir import Lex, Network
 from ._lexeme import ByteDFA
 from ._limits import Deadline, Limits
-from ._parser import Parser, State
+from ._parser import Parser, State, stable_key
 from ._special import MARK, named_ids
 from .errors import SpecError
 
@@ -37,6 +37,7 @@ __all__ = [
     "Grammar",
     "State",
     "Deadline",
+    "stable_key",
 ]
 
 

@@ -32,6 +32,7 @@ from props.checks.targeted import complete_bytes
 from props.checks.witness import canonical_ids, shortest_completion
 from props.contract.findings import Finding
 from refdecoder import Grammar
+from refdecoder.grammar import stable_key
 
 __all__ = ["Coverage", "Explored", "explore", "positions", "guided_walks", "coverage_walks", "record"]
 
@@ -85,7 +86,9 @@ def explore(g: Grammar, max_states: int = 800) -> Explored:
         if len(seen) >= max_states:
             return ex
         s, path = queue.popleft()
-        for p in positions(s, g):
+        # In a fixed order, not the frozenset's (string hashes vary per process): guided_walks walks
+        # toward positions in this order, ties of the same prefix included.
+        for p in sorted(positions(s, g), key=stable_key):
             ex.first.setdefault(p, (path, s))
         for b in _representatives(g.live_bytes(s)):
             t = g.advance_byte(s, b)
