@@ -51,9 +51,11 @@ class State:
     __slots__ = ("stacks", "accepting", "_hash")
 
     def __init__(self, stacks: frozenset[Stack], accepting: bool) -> None:
-        self.stacks = stacks
-        self.accepting = accepting
-        self._hash = hash((stacks, accepting))
+        # Set once, past the immutability guard of __setattr__ (a state is made on every parser step).
+        setattr_ = object.__setattr__
+        setattr_(self, "stacks", stacks)
+        setattr_(self, "accepting", accepting)
+        setattr_(self, "_hash", hash((stacks, accepting)))
 
     def __hash__(self) -> int:
         return self._hash

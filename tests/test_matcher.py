@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
+import refdecoder
 from refdecoder._matcher import Accepted, Matcher, Rejected
 from refdecoder._tokens import TERMINATED, TokenGrammar
 from refdecoder.errors import StateError
@@ -441,3 +442,19 @@ def test_grammar_is_shared_not_copied() -> None:
     tg = TokenGrammar(g, vocabularies()["stub"])
     a, b = Matcher(tg), Matcher(tg)
     assert a.token_grammar is b.token_grammar and tg.grammar is g
+
+
+def test_states_are_immutable_values() -> None:
+    """Forking is assignment: a state's fields cannot be set after it is made, and equal states hash
+    alike (State.__init__ sets its fields past the guard, once)."""
+    from refdecoder._parser import State
+
+    g = refdecoder.compile(refdecoder.Regex("ab|ac"))
+    s = g.advance(g.initial(), b"a")
+    assert (
+        s is not None and s == g.advance(g.initial(), b"a") and hash(s) == hash(g.advance(g.initial(), b"a"))
+    )
+    for name, value in (("stacks", frozenset()), ("accepting", True), ("_hash", 0), ("other", 1)):
+        with pytest.raises(AttributeError):
+            setattr(s, name, value)
+    assert isinstance(s, State) and not s.accepting and len(s.stacks) >= 1
