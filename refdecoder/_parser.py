@@ -49,6 +49,9 @@ class State:
     """
 
     __slots__ = ("stacks", "accepting", "_hash")
+    stacks: frozenset[Stack]
+    accepting: bool
+    _hash: int
 
     def __init__(self, stacks: frozenset[Stack], accepting: bool) -> None:
         # Set once, past the immutability guard of __setattr__ (a state is made on every parser step).
