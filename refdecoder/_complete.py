@@ -34,7 +34,7 @@ completion is accepted and is as short as breadth-first search's.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Hashable
 from typing import Any
 
@@ -51,6 +51,16 @@ _ORDER = (
     + list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 )
 _ORDER += [b for b in range(256) if b not in set(_ORDER)]
+_RANK = [0] * 256
+for _i, _b in enumerate(_ORDER):
+    _RANK[_b] = _i
+
+# A byte DFA's shortest words, shared by every Completer: a ByteDFA's key is a digest of its
+# canonical table, so equal keys are the same automaton and the breadth-first search below gives the
+# same word. Grammars share most lexemes (string bodies, keys, literals): the candidates of one
+# defect's minimization are hundreds of grammars over nearly the same lexemes.
+_DFA_WORDS: OrderedDict[tuple[Hashable, Hashable, int], bytes | None] = OrderedDict()
+_DFA_WORDS_KEPT = 1 << 16
 
 
 class Completer:
@@ -117,7 +127,19 @@ class Completer:
     def _lexeme_word(self, node_id: int, node: Lex, lstate: Hashable) -> bytes | None:
         key = (node_id, lstate)
         if key not in self._lexeme_words:
-            self._lexeme_words[key] = self._lexeme_word_uncached(node.lexeme, lstate)
+            lexeme = node.lexeme
+            if isinstance(lexeme, ByteDFA):
+                shared = (lexeme.key, lstate, self.max_lexeme_states)
+                if shared in _DFA_WORDS:
+                    _DFA_WORDS.move_to_end(shared)
+                    word = _DFA_WORDS[shared]
+                else:
+                    word = _DFA_WORDS[shared] = self._lexeme_word_uncached(lexeme, lstate)
+                    if len(_DFA_WORDS) > _DFA_WORDS_KEPT:
+                        _DFA_WORDS.popitem(last=False)
+            else:
+                word = self._lexeme_word_uncached(lexeme, lstate)
+            self._lexeme_words[key] = word
         return self._lexeme_words[key]
 
     def _lexeme_word_uncached(self, lexeme: Any, lstate: Hashable) -> bytes | None:
@@ -133,10 +155,8 @@ class Completer:
         is_dfa = isinstance(lexeme, ByteDFA)
         while queue:
             s = queue.popleft()
-            live = set(lexeme.live_bytes(s)) if is_dfa else None
-            for b in _ORDER:
-                if live is not None and b not in live:
-                    continue
+            # A DFA's live bytes in _ORDER's order (the same order as trying every byte of _ORDER).
+            for b in sorted(lexeme.live_bytes(s), key=_RANK.__getitem__) if is_dfa else _ORDER:
                 t = lexeme.step(s, b)
                 if t is None or t in prev:
                     continue

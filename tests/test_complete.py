@@ -109,3 +109,55 @@ def test_live_bytes_are_the_bytes_a_step_takes(which: int, picks: list[int]) -> 
     assert g.live_bytes(s) == want
     readable, onward = g._parser.byte_candidates(s)
     assert onward <= set(want) <= set(readable)  # the fast path's claim, and the candidates' superset
+
+
+def _word_by_every_byte(lexeme: Any, lstate: Any) -> bytes | None:
+    """The obvious breadth-first search: every byte in _ORDER's order, the first final state wins."""
+    from collections import deque
+
+    from refdecoder._complete import _ORDER
+
+    if lexeme.is_final(lstate):
+        return b""
+    prev = {lstate: (lstate, -1)}
+    queue = deque([lstate])
+    while queue:
+        s = queue.popleft()
+        for b in _ORDER:
+            t = lexeme.step(s, b)
+            if t is None or t in prev:
+                continue
+            prev[t] = (s, b)
+            if lexeme.is_final(t):
+                out = bytearray()
+                while t != lstate:
+                    t, byte = prev[t]
+                    out.append(byte)
+                return bytes(reversed(out))
+            queue.append(t)
+    return None
+
+
+def test_byte_dfa_words_are_the_obvious_search_and_shared_across_grammars() -> None:
+    """A ByteDFA's shortest word from each of its states, through a Completer whose shared table
+    (_DFA_WORDS, keyed by the DFA's digest) other grammars filled first, is the word of a search
+    over every byte, and the same as with the table emptied."""
+    import refdecoder._complete as complete
+    from refdecoder._lexeme import ByteDFA
+
+    complete._DFA_WORDS.clear()
+    grammars = _grammars()
+    warm: dict[tuple[int, int, Any], bytes | None] = {}
+    for which, g in enumerate(grammars):  # every grammar's completer fills the shared table in turn
+        completer = complete.Completer(g.network)
+        for node_id, node in enumerate(g.network.nodes):
+            if isinstance(node, Lex) and isinstance(node.lexeme, ByteDFA):
+                for q in range(min(node.lexeme.num_states, 40)):
+                    warm[(which, node_id, q)] = completer._lexeme_word(node_id, node, q)
+    assert len(complete._DFA_WORDS) < len(warm)  # grammars did share lexemes
+    complete._DFA_WORDS.clear()
+    for (which, node_id, q), word in warm.items():
+        node = grammars[which].network.nodes[node_id]
+        assert isinstance(node, Lex)
+        assert word == _word_by_every_byte(node.lexeme, q)
+        assert word == complete.Completer(grammars[which].network)._lexeme_word(node_id, node, q)
