@@ -111,37 +111,61 @@ def test_live_bytes_are_the_bytes_a_step_takes(which: int, picks: list[int]) -> 
     assert onward <= set(want) <= set(readable)  # the fast path's claim, and the candidates' superset
 
 
-def _word_by_every_byte(lexeme: Any, lstate: Any) -> bytes | None:
-    """The obvious breadth-first search: every byte in _ORDER's order, the first final state wins."""
-    from collections import deque
+_DISTANCES: dict[Any, tuple[dict[Any, dict[int, Any]], dict[Any, int]]] = {}
 
+
+def _dfa_distances(lexeme: Any) -> tuple[dict[Any, dict[int, Any]], dict[Any, int]]:
+    """A ByteDFA's edges (every byte tried from every state reachable from its start; a trim DFA
+    numbered from its start reaches them all) and each state's distance to a final state, breadth
+    first backwards from the finals."""
+    if lexeme.key not in _DISTANCES:
+        edges: dict[Any, dict[int, Any]] = {}
+        todo = [lexeme.start()]
+        while todo:
+            s = todo.pop()
+            if s not in edges:
+                edges[s] = {b: t for b in range(256) if (t := lexeme.step(s, b)) is not None}
+                todo.extend(edges[s].values())
+        into: dict[Any, list[Any]] = {s: [] for s in edges}
+        for s, out in edges.items():
+            for t in out.values():
+                into[t].append(s)
+        dist = {s: 0 for s in edges if lexeme.is_final(s)}
+        layer = list(dist)
+        while layer:
+            below = []
+            for t in layer:
+                for p in into[t]:
+                    if p not in dist:
+                        dist[p] = dist[t] + 1
+                        below.append(p)
+            layer = below
+        _DISTANCES[lexeme.key] = (edges, dist)
+    return _DISTANCES[lexeme.key]
+
+
+def _smallest_shortest_word(lexeme: Any, lstate: Any) -> bytes | None:
+    """By definition, without a search from ``lstate``: from it, the first byte in _ORDER that goes
+    one step closer to a final state (:func:`_dfa_distances`), until a final state: the shortest
+    word, smallest in _ORDER's order."""
     from refdecoder._complete import _ORDER
 
-    if lexeme.is_final(lstate):
-        return b""
-    prev = {lstate: (lstate, -1)}
-    queue = deque([lstate])
-    while queue:
-        s = queue.popleft()
-        for b in _ORDER:
-            t = lexeme.step(s, b)
-            if t is None or t in prev:
-                continue
-            prev[t] = (s, b)
-            if lexeme.is_final(t):
-                out = bytearray()
-                while t != lstate:
-                    t, byte = prev[t]
-                    out.append(byte)
-                return bytes(reversed(out))
-            queue.append(t)
-    return None
+    edges, dist = _dfa_distances(lexeme)
+    if lstate not in dist:
+        return None
+    word, s = bytearray(), lstate
+    while dist[s]:
+        b = next(b for b in _ORDER if b in edges[s] and dist.get(edges[s][b]) == dist[s] - 1)
+        word.append(b)
+        s = edges[s][b]
+    return bytes(word)
 
 
 def test_byte_dfa_words_are_the_obvious_search_and_shared_across_grammars() -> None:
     """A ByteDFA's shortest word from each of its states, through a Completer whose shared table
-    (_DFA_WORDS, keyed by the DFA's digest) other grammars filled first, is the word of a search
-    over every byte, and the same as with the table emptied."""
+    (_DFA_WORDS, keyed by the DFA's digest) other grammars filled first, is the shortest word that
+    comes first in _ORDER's order (which breadth-first search with first-visit parents finds), and
+    the same as with the table emptied."""
     import refdecoder._complete as complete
     from refdecoder._lexeme import ByteDFA
 
@@ -159,5 +183,5 @@ def test_byte_dfa_words_are_the_obvious_search_and_shared_across_grammars() -> N
     for (which, node_id, q), word in warm.items():
         node = grammars[which].network.nodes[node_id]
         assert isinstance(node, Lex)
-        assert word == _word_by_every_byte(node.lexeme, q)
+        assert word == _smallest_shortest_word(node.lexeme, q)
         assert word == complete.Completer(grammars[which].network)._lexeme_word(node_id, node, q)
