@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from ._ir import CALL, Alt, Lex, Network, Repeat, Seq, receives
 from ._lexeme import ByteDFA
-from ._parser import State, stable_key
+from ._parser import Stack, State, stable_key
 
 __all__ = ["Completer"]
 
@@ -90,11 +90,14 @@ class Completer:
         if state.accepting:
             return b""
         best: bytes | None = None
-        # Shortest stacks first, ties in a fixed order (not the frozenset's, which follows string
-        # hashes): the first shortest word wins, so the same state completes the same in every process.
-        for stack in sorted(state.stacks, key=lambda st: (len(st), stable_key(st)))[: self.max_stacks]:
+        stacks: Iterable[Stack] = state.stacks
+        if len(state.stacks) > self.max_stacks:  # the shortest stacks, ties in a fixed order
+            stacks = sorted(stacks, key=lambda st: (len(st), stable_key(st)))[: self.max_stacks]
+        # The shortest word, the smallest of those: not the first met, since a frozenset's order
+        # follows string hashes and the same state must complete the same in every process.
+        for stack in stacks:
             word = self._complete_stack(stack)
-            if word is not None and (best is None or len(word) < len(best)):
+            if word is not None and (best is None or (len(word), word) < (len(best), best)):
                 best = word
         return best
 

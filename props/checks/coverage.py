@@ -88,7 +88,8 @@ def explore(g: Grammar, max_states: int = 800) -> Explored:
         s, path = queue.popleft()
         # In a fixed order, not the frozenset's (string hashes vary per process): guided_walks walks
         # toward positions in this order, ties of the same prefix included.
-        for p in sorted(positions(s, g), key=stable_key):
+        here = positions(s, g)
+        for p in sorted(here, key=stable_key) if len(here) > 1 else here:
             ex.first.setdefault(p, (path, s))
         for b in _representatives(g.live_bytes(s)):
             t = g.advance_byte(s, b)
