@@ -16,7 +16,6 @@ non-empty iff the bytes read are a viable prefix — the matcher never reports a
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Hashable
 from typing import Any
 
@@ -83,10 +82,7 @@ class State:
 
     @property
     def id(self) -> str:
-        """12 hex digits of a digest of the stacks in stable_key order: the same state has the same
-        id in every process (``hash`` follows PYTHONHASHSEED once a frame holds a string)."""
-        canonical = repr((stable_key(self.stacks), self.accepting)).encode()
-        return hashlib.blake2b(canonical, digest_size=6).hexdigest()
+        return f"{self._hash & 0xFFFFFFFFFFFF:012x}"
 
     def __repr__(self) -> str:
         return f"State(id={self.id}, stacks={len(self.stacks)}, accepting={self.accepting})"
