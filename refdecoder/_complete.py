@@ -34,7 +34,7 @@ completion is accepted and is as short as breadth-first search's.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -59,8 +59,10 @@ for _i, _b in enumerate(_ORDER):
 # canonical table, so equal keys are the same automaton and the breadth-first search below gives the
 # same word. Grammars share most lexemes (string bodies, keys, literals): the candidates of one
 # defect's minimization are hundreds of grammars over nearly the same lexemes.
-_DFA_WORDS: OrderedDict[tuple[Hashable, Hashable, int], bytes | None] = OrderedDict()
+# Emptied when full (65,536 words: a few MB).
+_DFA_WORDS: dict[tuple[Hashable, Hashable, int], Any] = {}
 _DFA_WORDS_KEPT = 1 << 16
+_UNSET = object()
 
 
 class Completer:
@@ -133,13 +135,12 @@ class Completer:
             lexeme = node.lexeme
             if isinstance(lexeme, ByteDFA):
                 shared = (lexeme.key, lstate, self.max_lexeme_states)
-                if shared in _DFA_WORDS:
-                    _DFA_WORDS.move_to_end(shared)
-                    word = _DFA_WORDS[shared]
-                else:
-                    word = _DFA_WORDS[shared] = self._lexeme_word_uncached(lexeme, lstate)
-                    if len(_DFA_WORDS) > _DFA_WORDS_KEPT:
-                        _DFA_WORDS.popitem(last=False)
+                word = _DFA_WORDS.get(shared, _UNSET)  # one get, one set: safe between threads
+                if word is _UNSET:
+                    word = self._lexeme_word_uncached(lexeme, lstate)
+                    if len(_DFA_WORDS) >= _DFA_WORDS_KEPT:
+                        _DFA_WORDS.clear()
+                    _DFA_WORDS[shared] = word
             else:
                 word = self._lexeme_word_uncached(lexeme, lstate)
             self._lexeme_words[key] = word
