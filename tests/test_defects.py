@@ -329,6 +329,13 @@ def test_the_keyword_an_invalid_output_breaks() -> None:
     assert violated_keyword(arr, b"[2") == "syntax"
     short = SpecRef(SpecKind.JSON_SCHEMA, {"maxItems": 1}, "m", "t")
     assert violated_keyword(short, b"[1,2]") == "keyword maxItems"
+    # A number past a float's range is an exact number, as the validator reads it: json.loads made it
+    # infinity, and jsonschema's multipleOf raised OverflowError at report assembly.
+    big = SpecRef(SpecKind.JSON_SCHEMA, {"allOf": [{"not": {"multipleOf": 0.5}}], "maximum": 5}, "b", "t")
+    assert violated_keyword(big, b"1e999") == "keyword not"  # 10**999 is a multiple of 0.5
+    assert violated_keyword(big, b"[1e999") == "syntax"
+    assert violated_keyword(big, b'"\\udc80"') == "syntax"  # not JSON text of Unicode (lone surrogate)
+    assert violated_keyword(big, b"\xff") == "syntax"  # not UTF-8
     assert violated_keyword(SpecRef(SpecKind.REGEX, "a", "r", "t"), b"b") == "language"
     # the independent validator's reading: dependencies applied in 2020-12, ECMA-262 patterns for regex
     deps = SpecRef(SpecKind.JSON_SCHEMA, {"dependencies": {"a": ["b"]}}, "d", "t")

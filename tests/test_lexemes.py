@@ -116,6 +116,14 @@ def test_steering_respells_texts_through_a_known_divergence() -> None:
     assert steered(_spec(BOUNDED), [dirty], set()) == ([dirty], [])
 
 
+def test_steering_keeps_a_text_it_cannot_respell() -> None:
+    """A valid text with a number past a float's range (json.loads reads 1e999 as infinity, which no
+    JSON text spells) stays a base text as it is, instead of ending the run with a ValueError."""
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "object"}, "s", "t")
+    text = b'{"a\\\\":1e999}'
+    assert steered(spec, [text], {b"\\"}) == ([text], [])
+
+
 def test_number_walks_steered_around_a_known_divergence_say_what_only_they_reached() -> None:
     from maskcert.certification import load_vocabularies, resolve_backend
     from props.checks.invariants import Target, prepare

@@ -253,10 +253,10 @@ def steered(spec: SpecRef, valid: Sequence[bytes], known: set[bytes]) -> tuple[l
             continue
         dirty.append(text)
         try:
-            value = json.loads(text)
-        except ValueError:
+            alts = serializations(json.loads(text), profile, spec.source)
+        except ValueError:  # not JSON, or a number past a float's range (json.loads: infinity, unspellable)
             continue
-        for alt in serializations(value, profile, spec.source):
+        for alt in alts:
             b = alt.encode("utf-8")
             if not any(k in b for k in known):
                 clean.append(b)

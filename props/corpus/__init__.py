@@ -20,6 +20,7 @@ from props.corpus._load import Case, Corpus, corpus_names, load_corpus
 from props.corpus._serialize import serializations
 from props.corpus._validate import (
     draft_validator,
+    parse_json_output,
     profile_of,
     schema_validator,
     validate_instance,
@@ -38,6 +39,7 @@ __all__ = [
     "draft_validator",
     "schema_validator",
     "load_corpus",
+    "parse_json_output",
     "profile_of",
     "reference_spec",
     "serializations",

@@ -100,6 +100,16 @@ def _parse(text: str) -> tuple[Any, str | None]:
     return value, None
 
 
+def parse_json_output(data: bytes) -> tuple[Any, str | None]:
+    """An output's JSON value as the validators read it (numbers past a float's range exact, as
+    ``Decimal``; objects remember their members' order), or a reason it is not JSON text."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8: {e.reason} at byte {e.start}"
+    return _parse(text)
+
+
 def _strings(value: Any, ptr: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     stack = [(ptr, value)]
