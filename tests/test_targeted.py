@@ -71,6 +71,14 @@ SCHEMAS = [
     },
     {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]},
     {"type": "array", "prefixItems": [{"type": "boolean"}], "items": False},
+    # draft-07 tuple items: fragments derived from it are read in draft-07, not 2020-12 (where an
+    # items array is no schema, and jsonschema raised AttributeError on it)
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "items": [{"type": "integer"}, {"type": "string"}],
+        "additionalItems": False,
+    },
     {
         "$defs": {"p": {"type": "integer", "maximum": 9}},
         "type": "object",

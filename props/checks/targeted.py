@@ -55,7 +55,7 @@ from props.checks.invariants import Target, check_invalid, check_walk
 from props.checks.witness import canonical_ids
 from props.contract.backend import Backend, Compiled
 from props.contract.findings import Finding, SpecRef
-from props.corpus import CorpusError, serializations, validate_instance, validate_output
+from props.corpus import CorpusError, serializations, validate_instance, validate_output, validator_draft
 from refdecoder import Grammar, JsonProfile
 from tokenizers_matrix import Vocabulary
 
@@ -226,9 +226,16 @@ class _Job:
         self.notes: list[str] = []
         self.seen: set[bytes] = set()
         self.profile = _profile(spec)
+        self._draft: str | None = None
 
     def late(self) -> bool:
         return time.monotonic() > self.deadline
+
+    def draft(self) -> str:
+        """The draft the validator reads the spec in (its root ``$schema``, else its profile's)."""
+        if self._draft is None:
+            self._draft = validator_draft(self.spec)
+        return self._draft
 
     # -- judging ----------------------------------------------------------------------------------
     def judge_invalid(self, data: bytes, feature: str, where: str) -> bool:
@@ -329,7 +336,7 @@ class _Job:
             if key in keys:
                 continue
             keys.add(key)
-            if _valid(schema, v, formats == "assert", check_meta=not derived):
+            if _valid(schema, v, formats == "assert", check_meta=not derived, draft=self.draft()):
                 out.append(v)
                 if len(out) >= n:
                     break
@@ -988,8 +995,15 @@ def _stringy(schema: Any) -> bool:
     )
 
 
-def _valid(schema: Any, value: Any, formats: bool = False, *, check_meta: bool = True) -> bool:
-    profile = {"allow_duplicate_keys": True, "formats": "assert" if formats else "annotation"}
+def _valid(
+    schema: Any, value: Any, formats: bool = False, *, check_meta: bool = True, draft: str | None = None
+) -> bool:
+    """``value`` is valid against ``schema`` read in its own ``$schema``'s draft, else ``draft`` (a
+    fragment derived from a root carries no ``$schema``: it is read in the root's draft, not 2020-12,
+    which reads a draft-07 ``items`` array as a schema)."""
+    profile: dict[str, Any] = {"allow_duplicate_keys": True, "formats": "assert" if formats else "annotation"}
+    if draft is not None:
+        profile["draft"] = draft
     try:
         spec = SpecRef("json_schema", schema, "", "", profile)  # type: ignore[arg-type]
         return validate_instance(spec, value, check_meta=check_meta) is None
