@@ -51,9 +51,7 @@ _ORDER = (
     + list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 )
 _ORDER += [b for b in range(256) if b not in set(_ORDER)]
-_RANK = [0] * 256
-for _i, _b in enumerate(_ORDER):
-    _RANK[_b] = _i
+_RANK = [_ORDER.index(b) for b in range(256)]  # each byte's place in _ORDER
 
 # A byte DFA's shortest words, shared by every Completer: a ByteDFA's key is a digest of its
 # canonical table, so equal keys are the same automaton and the breadth-first search below gives the

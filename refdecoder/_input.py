@@ -75,17 +75,16 @@ def json_nesting(data: bytes, limit: int) -> tuple[int, int]:
         n = arr.size
         bs = np.flatnonzero(arr == 0x5C)
         # Each backslash's run start (position of the run's first backslash).
-        new_run = np.ones(bs.size, dtype=np.bool_)
-        new_run[1:] = bs[1:] != bs[:-1] + 1
-        run_start = bs[np.maximum.accumulate(np.where(new_run, np.arange(bs.size), 0))] if bs.size else bs
+        new_run = np.diff(bs, prepend=-2) != 1
+        run_start = bs[np.maximum.accumulate(np.where(new_run, np.arange(bs.size), 0))]
         quotes = np.flatnonzero(arr == 0x22)
         # The backslash run just before each quote (a run from the chunk's start continues run_in).
         j = np.searchsorted(bs, quotes) - 1
-        jj = np.maximum(j, 0)
-        touching = (j >= 0) & (bs[jj] == quotes - 1) if bs.size else np.zeros(quotes.size, dtype=np.bool_)
-        rs = run_start[jj] if bs.size else np.zeros(quotes.size, dtype=np.int64)
-        run = np.where(touching, quotes - rs + np.where(rs == 0, run_in, 0), 0)
-        run = np.where(quotes == 0, run_in, run)
+        after_run = j >= 0
+        after_run[after_run] = bs[j[after_run]] == quotes[after_run] - 1
+        starts = run_start[j[after_run]]
+        run = np.where(quotes == 0, run_in, 0)
+        run[after_run] = quotes[after_run] - starts + np.where(starts == 0, run_in, 0)
         toggles = quotes[run % 2 == 0]
         brackets = np.flatnonzero((arr == 0x5B) | (arr == 0x7B) | (arr == 0x5D) | (arr == 0x7D))
         outside = (np.searchsorted(toggles, brackets) + inside) % 2 == 0

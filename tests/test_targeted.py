@@ -384,6 +384,7 @@ def test_explore_order_and_completions_do_not_depend_on_string_hashes() -> None:
             text=True,
             check=True,
         )
+        assert "grantType" in out.stdout and "authorization_code" in out.stdout, out.stdout[:200]
         orders.add(out.stdout)
     assert len(orders) == 1, "explore() or Grammar.completion() differs under different string hashes"
 

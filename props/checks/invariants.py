@@ -39,7 +39,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -1065,8 +1065,8 @@ def extra_order(t: Target, extra: np.ndarray) -> np.ndarray:
     keys = _length_keys(t)
     if keys is None or not _ascending(extra):
         lengths = token_lengths(t)
-        return cast(np.ndarray, extra[np.lexsort((extra, lengths[extra]))])
-    return cast(np.ndarray, extra[np.argsort(keys[extra], kind="stable")])
+        return extra[np.lexsort((extra, lengths[extra]))]
+    return extra[np.argsort(keys[extra], kind="stable")]
 
 
 def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> np.ndarray:
@@ -1077,9 +1077,9 @@ def missing_order(t: Target, missing: np.ndarray, next_id: int | None) -> np.nda
     own = missing != (-1 if next_id is None else next_id)
     if keys is None or not _ascending(missing):
         lengths = token_lengths(t)
-        return cast(np.ndarray, missing[np.lexsort((missing, lengths[missing], own))])
+        return missing[np.lexsort((missing, lengths[missing], own))]
     key = keys[missing] | (own.astype(np.int16) << 14)
-    return cast(np.ndarray, missing[np.argsort(key, kind="stable")])
+    return missing[np.argsort(key, kind="stable")]
 
 
 def in_order(ids: np.ndarray, chunk: int = 64) -> Iterator[int]:

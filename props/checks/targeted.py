@@ -41,6 +41,7 @@ stop early); results are cached per (spec, profile, valid texts).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
@@ -226,16 +227,14 @@ class _Job:
         self.notes: list[str] = []
         self.seen: set[bytes] = set()
         self.profile = _profile(spec)
-        self._draft: str | None = None
 
     def late(self) -> bool:
         return time.monotonic() > self.deadline
 
+    @functools.cached_property
     def draft(self) -> str:
         """The draft the validator reads the spec in (its root ``$schema``, else its profile's)."""
-        if self._draft is None:
-            self._draft = validator_draft(self.spec)
-        return self._draft
+        return validator_draft(self.spec)
 
     # -- judging ----------------------------------------------------------------------------------
     def judge_invalid(self, data: bytes, feature: str, where: str) -> bool:
@@ -336,7 +335,7 @@ class _Job:
             if key in keys:
                 continue
             keys.add(key)
-            if _valid(schema, v, formats == "assert", check_meta=not derived, draft=self.draft()):
+            if _valid(schema, v, formats == "assert", check_meta=not derived, draft=self.draft):
                 out.append(v)
                 if len(out) >= n:
                     break
