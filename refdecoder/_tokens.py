@@ -281,13 +281,28 @@ class TokenTrie:
             np.searchsorted(self.by_depth[d - 1], self.level_parent[d]) if d > 1 else np.zeros_like(level)
             for d, level in enumerate(self.by_depth)
         ]
+        self.root_child = [-1] * 256  # the depth-1 node of each byte
+        for i in self.by_depth[1].tolist() if self.max_depth else []:
+            self.root_child[labels[i]] = i
         self.eos_mask = pack_ids(list(self.eos_ids), self.vocab_size)
         self.lexeme_tables = _LexemeTables(self)
 
     def ids_at(self, nodes: Any) -> np.ndarray:
-        """The token ids ending at any of ``nodes``."""
+        """The token ids ending at any of ``nodes``, in token order (by bytes, then id).
+
+        Few nodes (the usual case: the token-ending nodes a restricted walk found alive) gather the
+        runs ``tok_ids[tok_lo[i]:tok_hi[i]]`` of the distinct nodes in preorder; many nodes mark them
+        over the whole trie, which costs the same whatever their number. A test compares both with
+        the definition."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if nodes.size * 16 < self.num_nodes:
+            nodes = np.unique(nodes)
+            lo = self.tok_lo[nodes]
+            counts = self.tok_hi[nodes] - lo
+            starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+            return self.tok_ids[starts + np.arange(int(counts.sum()))]
         mark = np.zeros(self.num_nodes, dtype=np.bool_)
-        mark[np.asarray(nodes, dtype=np.int64)] = True
+        mark[nodes] = True
         return self.tok_ids[mark[self.tok_node]]
 
     def child(self, node: int, byte: int) -> int:
@@ -412,13 +427,27 @@ class _LexemeTables:
                 self._codes_bytes += codes.nbytes
         return codes
 
-    def _build(self, dfa: ByteDFA, q: int) -> _LexTable:
+    def _build(self, dfa: ByteDFA, q: int, few_nodes: int = 3000) -> _LexTable:
         """Run the trie through ``dfa`` from ``q``, level by level: per level, every node's code
         (:meth:`_codes`: its DFA state, or dead, and whether a final state was passed at depth >= 1).
         A level is computed densely (every node, through its parent's position in the level above) or,
         when few nodes of the level above are alive, sparsely (only the children of the live ones): the
-        same codes either way. A test compares this with :meth:`_build_lexeme_walk`."""
+        same codes either way. Once the live nodes' subtrees hold at most ``few_nodes`` nodes in all
+        (a key's DFA a few bytes in), those subtrees are finished by a preorder walk
+        (:meth:`_walk_codes`), which costs per node visited rather than per level. A test compares
+        this with :meth:`_build_lexeme_walk` for both ways of finishing."""
         trie = self.trie
+        walked: list[int] = []  # nodes below the levels, read entirely (found by _walk_codes)
+        firsts = dfa.live_bytes(q)
+        if len(firsts) <= 16:  # few first bytes (a key's DFA): try a walk from the root
+            tops = [(trie.root_child[b], dfa._table[q * 256 + b]) for b in firsts]
+            tops = [(f, t) for f, t in tops if f >= 0]
+            walked = [f for f, _ in tops]  # read entirely: the DFA reads their byte
+            codes = [2 * (t + 1) + (t in dfa.finals) for _, t in tops]
+            found = self._walk_codes(dfa, walked[:], codes, walked, few_nodes)
+            if found is not None:
+                return self._table(trie.ids_at(walked), np.asarray(found, dtype=np.int64))
+            walked = []
         table = self._codes(dfa)
         alive_levels: list[np.ndarray] = []  # per level, in trie.by_depth order: the DFA read the node
         uncertain_parts: list[np.ndarray] = []  # nodes where the DFA died after passing a final state
@@ -449,12 +478,56 @@ class _LexemeTables:
             live = int(np.count_nonzero(alive))
             if live == 0:
                 break
+            if live <= 64:
+                f_pos = np.flatnonzero(alive)
+                f_nodes = level[f_pos]
+                if int((trie.skip[f_nodes] - f_nodes).sum()) <= few_nodes:  # a walk visits fewer
+                    roots = self._walk_codes(dfa, f_nodes.tolist(), code[f_pos].tolist(), walked, few_nodes)
+                    assert roots is not None
+                    uncertain_parts.append(np.asarray(roots, dtype=np.int64))
+                    break
         alive_at = np.zeros(trie.num_nodes, dtype=np.bool_)  # in by_depth order (depth 0 is empty)
         if alive_levels:
             done = np.concatenate(alive_levels)
             alive_at[: done.size] = done
         roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
-        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
+        accepted = trie.tok_ids[alive_at[trie.tok_level_pos]]
+        if walked:
+            accepted = np.concatenate([accepted, trie.ids_at(walked)])
+        return self._table(accepted, roots)
+
+    def _walk_codes(
+        self, dfa: ByteDFA, nodes: list[int], codes: list[int], alive: list[int], budget: int
+    ) -> list[int] | None:
+        """Preorder walk of the subtrees below ``nodes``, each one entered with its code
+        (:meth:`_codes`), through ``dfa``'s own table: appends the nodes the DFA reads to ``alive`` and
+        returns the roots of the subtrees where it died after passing a final state; None (``alive``
+        then partly filled) once it has visited more than ``budget`` nodes."""
+        trie = self.trie
+        labels, depths, skips = trie.label_l, trie.depth_l, trie.skip_l
+        table, finals = dfa._table, dfa.finals
+        st = [0] * (trie.max_depth + 1)
+        passed = [False] * (trie.max_depth + 1)  # a final state was passed at depth >= 1
+        roots: list[int] = []
+        for f, c in zip(nodes, codes, strict=True):
+            st[depths[f]], passed[depths[f]] = c // 2 - 1, c & 1 == 1
+            i, end = f + 1, skips[f]
+            while i < end:
+                budget -= 1
+                if budget < 0:
+                    return None
+                d = depths[i]
+                t = table[st[d - 1] * 256 + labels[i]]
+                if t < 0:
+                    if passed[d - 1]:
+                        roots.append(i)
+                    i = skips[i]
+                    continue
+                st[d] = t
+                passed[d] = passed[d - 1] or t in finals
+                alive.append(i)
+                i += 1
+        return roots
 
     def get_lexeme(self, lexeme: Any, q: Hashable) -> _LexTable:
         """The classes of a lexeme that is not a byte table but declares them shareable

@@ -565,14 +565,30 @@ def byte_dfas(draw: st.DrawFn) -> tuple[ByteDFA, int]:
 
 
 @settings(max_examples=150)  # cheap examples; a final state passed mid-token is not a common draw
-@given(dfa_q=byte_dfas(), which=st.sampled_from(VOCAB_NAMES))
-def test_dfa_tables_are_the_walks(dfa_q: tuple[ByteDFA, int], which: str) -> None:
-    """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse;
-    the plain preorder walk of the whole trie through the same DFA (``_build_lexeme_walk``) is the
-    definition: the same accepted tokens, uncertain intervals and count."""
+@given(dfa_q=byte_dfas(), which=st.sampled_from(VOCAB_NAMES), few_nodes=st.sampled_from([0, 40, 10**9]))
+def test_dfa_tables_are_the_walks(dfa_q: tuple[ByteDFA, int], which: str, few_nodes: int) -> None:
+    """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse,
+    and finishes few live subtrees by a walk over codes (never with ``few_nodes=0``, as soon as at
+    most 64 nodes are live with ``10**9``); the plain preorder walk of the whole trie through the same
+    DFA (``_build_lexeme_walk``) is the definition: the same accepted tokens, uncertain intervals and
+    count."""
     dfa, q = dfa_q
     tables = token_trie(vocabularies()[which]).lexeme_tables
-    fast, slow = tables._build(dfa, q), tables._build_lexeme_walk(dfa, q)
+    fast, slow = tables._build(dfa, q, few_nodes), tables._build_lexeme_walk(dfa, q)
     assert fast.accepted.tobytes() == slow.accepted.tobytes()
     assert fast.uncertain == slow.uncertain
     assert fast.num_uncertain == slow.num_uncertain
+
+
+@settings(max_examples=60)
+@given(which=st.sampled_from(VOCAB_NAMES), data=st.data())
+def test_ids_at_is_the_definition(which: str, data: st.DataObject) -> None:
+    """``TokenTrie.ids_at`` gathers the token runs of few nodes and marks many over the whole trie;
+    both are the definition: every token whose node is among ``nodes`` (repeats included), in token
+    order. Lists of up to 400 nodes take both paths on the test tries (85 to 4,000 nodes)."""
+    trie = token_trie(vocabularies()[which])
+    nodes = data.draw(st.lists(st.integers(0, trie.num_nodes - 1), max_size=400))
+    wanted = set(nodes)
+    expected = [int(t) for t, n in zip(trie.tok_ids, trie.tok_node, strict=True) if int(n) in wanted]
+    assert trie.ids_at(nodes).tolist() == expected
+    assert trie.ids_at(np.asarray(nodes, dtype=np.int64)).dtype == np.int64
