@@ -211,6 +211,24 @@ class Parser:
             raise LimitExceeded("parser_stacks", len(kept), self.max_stacks)
         return State(frozenset(kept), accepting)
 
+    def readable_bound(self, state: State) -> bytes | None:
+        """Without stepping a lexeme: a superset of the bytes on which :meth:`step` returns a state
+        (``step`` keeps only stacks whose top lexeme reads the byte), as the union of the top lexemes'
+        byte-table rows and declared ``alphabet``; None when a top lexeme has neither."""
+        nodes = self.network.nodes
+        acc: set[int] = set()
+        for stack in state.stacks:
+            node_id, lstate = stack[-1]
+            lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
+            if isinstance(lexeme, ByteDFA):
+                acc.update(lexeme.live_bytes(lstate))
+            else:
+                alphabet = getattr(lexeme, "alphabet", None)
+                if alphabet is None:
+                    return None
+                acc.update(alphabet)
+        return bytes(sorted(acc))
+
     def live_bytes(self, state: State) -> bytes:
         """Bytes that some stack's top lexeme can read (a superset check is redone by ``step``)."""
         return self.byte_candidates(state)[0]

@@ -482,9 +482,9 @@ class _LexemeTables:
                 f_pos = np.flatnonzero(alive)
                 f_nodes = level[f_pos]
                 if int((trie.skip[f_nodes] - f_nodes).sum()) <= few_nodes:  # a walk visits fewer
-                    roots = self._walk_codes(dfa, f_nodes.tolist(), code[f_pos].tolist(), walked, few_nodes)
-                    assert roots is not None
-                    uncertain_parts.append(np.asarray(roots, dtype=np.int64))
+                    below = self._walk_codes(dfa, f_nodes.tolist(), code[f_pos].tolist(), walked, few_nodes)
+                    assert below is not None
+                    uncertain_parts.append(np.asarray(below, dtype=np.int64))
                     break
         alive_at = np.zeros(trie.num_nodes, dtype=np.bool_)  # in by_depth order (depth 0 is empty)
         if alive_levels:
@@ -722,6 +722,7 @@ class TokenGrammar:
         self._sid: dict[State, int] = {}
         self._states: list[State] = []
         self._rows: list[list[int]] = []
+        self._primed: list[bool] = []  # the row's unreadable bytes are already _DEAD
 
     def _intern(self, state: State) -> int:
         sid = self._sid.get(state)
@@ -730,9 +731,24 @@ class TokenGrammar:
             self._sid[state] = sid
             self._states.append(state)
             self._rows.append([_UNKNOWN] * 256)
+            self._primed.append(False)
         return sid
 
     def _fill(self, sid: int, byte: int) -> int:
+        """Compute the transition of ``sid`` on ``byte``. The first fill of a row also marks dead
+        every byte outside the state's ``readable_bound``, so a walk passes the many dead children of
+        a trie node (most bytes after a closing quote) without parser steps."""
+        if not self._primed[sid]:
+            self._primed[sid] = True
+            bound = self.grammar.readable_bound(self._states[sid])
+            if bound is not None:
+                row = self._rows[sid]
+                primed = [_DEAD] * 256
+                for b in bound:
+                    primed[b] = row[b]
+                self._rows[sid] = primed
+                if primed[byte] == _DEAD:
+                    return _DEAD
         nxt = self.grammar.advance_byte(self._states[sid], byte)
         n = _DEAD if nxt is None else self._intern(nxt)
         self._rows[sid][byte] = n

@@ -386,6 +386,11 @@ class Grammar:
         s = self.advance(self.initial(), data)
         return s is not None and s.accepting
 
+    def readable_bound(self, state: State) -> bytes | None:
+        """A superset of the bytes ``b`` with ``advance_byte(state, b) is not None``, read off the top
+        lexemes without a parser step (``_parser.Parser.readable_bound``); None when unknown."""
+        return self._parser.readable_bound(state)
+
     def live_bytes(self, state: State) -> bytes:
         """Exactly the bytes ``b`` with ``advance_byte(state, b) is not None``: a byte on which a top
         lexeme reads on is live without a parser step (``_parser.Parser.byte_candidates``; inside a

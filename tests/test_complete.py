@@ -109,6 +109,8 @@ def test_live_bytes_are_the_bytes_a_step_takes(which: int, picks: list[int]) -> 
     assert g.live_bytes(s) == want
     readable, onward = g._parser.byte_candidates(s)
     assert onward <= set(want) <= set(readable)  # the fast path's claim, and the candidates' superset
+    bound = g.readable_bound(s)  # what TokenGrammar marks dead before a walk: never a live byte
+    assert bound is None or set(want) <= set(bound)
 
 
 _DISTANCES: dict[Any, tuple[dict[Any, dict[int, Any]], dict[Any, int]]] = {}
