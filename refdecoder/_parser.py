@@ -211,6 +211,16 @@ class Parser:
             raise LimitExceeded("parser_stacks", len(kept), self.max_stacks)
         return State(frozenset(kept), accepting)
 
+    def step_key(self, state: State, byte: int) -> tuple[Hashable | None, ...]:
+        """Each stack's top lexeme stepped on ``byte``, in the order ``state.stacks`` iterates: all
+        that :meth:`step` reads of ``byte``, so two bytes with the same key from the same state step
+        to the same result (inside a string, most bytes lead to the same state)."""
+        nodes = self.network.nodes
+        return tuple(
+            nodes[stack[-1][0]].lexeme.step(stack[-1][1], byte)  # type: ignore[union-attr]
+            for stack in state.stacks
+        )
+
     def readable_bound(self, state: State) -> bytes | None:
         """Without stepping a lexeme: a superset of the bytes on which :meth:`step` returns a state
         (``step`` keeps only stacks whose top lexeme reads the byte), as the union of the top lexemes'

@@ -723,6 +723,7 @@ class TokenGrammar:
         self._states: list[State] = []
         self._rows: list[list[int]] = []
         self._primed: list[bool] = []  # the row's unreadable bytes are already _DEAD
+        self._by_key: list[dict[Hashable, int] | None] = []  # per state: step key -> filled result
 
     def _intern(self, state: State) -> int:
         sid = self._sid.get(state)
@@ -732,15 +733,18 @@ class TokenGrammar:
             self._states.append(state)
             self._rows.append([_UNKNOWN] * 256)
             self._primed.append(False)
+            self._by_key.append(None)
         return sid
 
     def _fill(self, sid: int, byte: int) -> int:
         """Compute the transition of ``sid`` on ``byte``. The first fill of a row also marks dead
         every byte outside the state's ``readable_bound``, so a walk passes the many dead children of
-        a trie node (most bytes after a closing quote) without parser steps."""
+        a trie node (most bytes after a closing quote) without parser steps; a byte whose
+        ``step_key`` an earlier byte of the row had takes that byte's result without a parser step."""
+        grammar, state = self.grammar, self._states[sid]
         if not self._primed[sid]:
             self._primed[sid] = True
-            bound = self.grammar.readable_bound(self._states[sid])
+            bound = grammar.readable_bound(state)
             if bound is not None:
                 row = self._rows[sid]
                 primed = [_DEAD] * 256
@@ -749,8 +753,14 @@ class TokenGrammar:
                 self._rows[sid] = primed
                 if primed[byte] == _DEAD:
                     return _DEAD
-        nxt = self.grammar.advance_byte(self._states[sid], byte)
-        n = _DEAD if nxt is None else self._intern(nxt)
+        by_key = self._by_key[sid]
+        if by_key is None:
+            by_key = self._by_key[sid] = {}
+        key = grammar.step_key(state, byte)
+        n = by_key.get(key)
+        if n is None:
+            nxt = grammar.advance_byte(state, byte)
+            n = by_key[key] = _DEAD if nxt is None else self._intern(nxt)
         self._rows[sid][byte] = n
         return n
 

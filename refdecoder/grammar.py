@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Union
 
@@ -385,6 +385,11 @@ class Grammar:
     def accepts(self, data: bytes) -> bool:
         s = self.advance(self.initial(), data)
         return s is not None and s.accepting
+
+    def step_key(self, state: State, byte: int) -> Hashable:
+        """What ``advance_byte(state, byte)`` reads of ``byte`` (``_parser.Parser.step_key``): equal
+        keys from one state give equal results."""
+        return self._parser.step_key(state, byte)
 
     def readable_bound(self, state: State) -> bytes | None:
         """A superset of the bytes ``b`` with ``advance_byte(state, b) is not None``, read off the top

@@ -111,6 +111,10 @@ def test_live_bytes_are_the_bytes_a_step_takes(which: int, picks: list[int]) -> 
     assert onward <= set(want) <= set(readable)  # the fast path's claim, and the candidates' superset
     bound = g.readable_bound(s)  # what TokenGrammar marks dead before a walk: never a live byte
     assert bound is None or set(want) <= set(bound)
+    firsts: dict[Any, int] = {}  # bytes with one step key step to one result (TokenGrammar shares it)
+    for b in range(256):
+        first = firsts.setdefault(g.step_key(s, b), b)
+        assert fresh.advance_byte(s, b) == fresh.advance_byte(s, first), (b, first)
 
 
 _DISTANCES: dict[Any, tuple[dict[Any, dict[int, Any]], dict[Any, int]]] = {}
