@@ -273,9 +273,9 @@ class TokenTrie:
         self.level_parent = [self.parent[level] for level in self.by_depth]
         self.level_label = [self.label[level].astype(np.int32) for level in self.by_depth]
         # Each token's node as a position in the levels laid end to end (depth 0, the root, is empty).
-        level_pos = np.empty(n, dtype=np.int64)
-        level_pos[order] = np.arange(n)
-        self.tok_level_pos = level_pos[self.tok_node]
+        self.level_pos = np.empty(n, dtype=np.int64)  # each node's position in the levels end to end
+        self.level_pos[order] = np.arange(n)
+        self.tok_level_pos = self.level_pos[self.tok_node]
         # Each node's parent as a position in the level above (depth 1: the root, position 0).
         self.level_parent_pos = [
             np.searchsorted(self.by_depth[d - 1], self.level_parent[d]) if d > 1 else np.zeros_like(level)
@@ -457,8 +457,9 @@ class _LexemeTables:
             level = trie.by_depth[d]
             if d == 1 or 4 * live >= level.size:  # depth 1: every node is a child of the root
                 parent = code[trie.level_parent_pos[d]]
-                c = table[parent * 256 + trie.level_label[d]]
-                uncertain_parts.append(level[(c == 0) & (parent & 1 == 1)])
+                c = table[(parent << 8) | trie.level_label[d]]
+                dead = np.flatnonzero(c == 0)
+                uncertain_parts.append(level[dead[parent[dead] & 1 == 1]])
                 code = c
             else:
                 # Sparse: the children of live node f are the level's nodes in (f, skip[f]).
@@ -490,11 +491,9 @@ class _LexemeTables:
         if alive_levels:
             done = np.concatenate(alive_levels)
             alive_at[: done.size] = done
+        alive_at[trie.level_pos[walked]] = True
         roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
-        accepted = trie.tok_ids[alive_at[trie.tok_level_pos]]
-        if walked:
-            accepted = np.concatenate([accepted, trie.ids_at(walked)])
-        return self._table(accepted, roots)
+        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
 
     def _walk_codes(
         self, dfa: ByteDFA, nodes: list[int], codes: list[int], alive: list[int], budget: int
