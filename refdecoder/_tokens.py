@@ -281,6 +281,10 @@ class TokenTrie:
             np.searchsorted(self.by_depth[d - 1], self.level_parent[d]) if d > 1 else np.zeros_like(level)
             for d, level in enumerate(self.by_depth)
         ]
+        # the tokens under each depth-1 node: a run in token order
+        first = self.by_depth[1] if self.max_depth else np.zeros(0, dtype=np.int64)
+        self.sub_tok_lo: list[int] = np.searchsorted(self.tok_node, first).tolist()
+        self.sub_tok_hi: list[int] = np.searchsorted(self.tok_node, self.skip[first]).tolist()
         self.root_child = [-1] * 256  # the depth-1 node of each byte
         for i in self.by_depth[1].tolist() if self.max_depth else []:
             self.root_child[labels[i]] = i
@@ -381,6 +385,8 @@ class _LexemeTables:
         self._dfa_codes: dict[Hashable, np.ndarray] = {}
         self._codes_bytes = 0
         self._alphabets: dict[frozenset[int], tuple[list[int], list[int], np.ndarray, np.ndarray]] = {}
+        self._parts: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}  # see _build_shared
+        self._parts_bytes = 0
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
         return self._lookup((dfa.key, q), lambda: self._build(dfa, q))
@@ -427,17 +433,13 @@ class _LexemeTables:
                 self._codes_bytes += codes.nbytes
         return codes
 
-    def _build(self, dfa: ByteDFA, q: int, few_nodes: int = 3000) -> _LexTable:
-        """Run the trie through ``dfa`` from ``q``, level by level: per level, every node's code
-        (:meth:`_codes`: its DFA state, or dead, and whether a final state was passed at depth >= 1).
-        A level is computed densely (every node, through its parent's position in the level above) or,
-        when few nodes of the level above are alive, sparsely (only the children of the live ones): the
-        same codes either way. Once the live nodes' subtrees hold at most ``few_nodes`` nodes in all
-        (a key's DFA a few bytes in), those subtrees are finished by a preorder walk
-        (:meth:`_walk_codes`), which costs per node visited rather than per level. A test compares
-        this with :meth:`_build_lexeme_walk` for both ways of finishing."""
+    def _build(self, dfa: ByteDFA, q: int, few_nodes: int = 3000, share: bool = True) -> _LexTable:
+        """Run the trie through ``dfa`` from ``q``. With few first bytes (a key's DFA), a preorder walk
+        from the root through the DFA's own table (:meth:`_walk_codes`). Otherwise level by level
+        (:meth:`_levels`); with ``share``, each first byte's subtree is run only when no earlier build
+        of the same DFA ran it to the same state (:meth:`_build_shared`). A test compares
+        every way with :meth:`_build_lexeme_walk`."""
         trie = self.trie
-        walked: list[int] = []  # nodes below the levels, read entirely (found by _walk_codes)
         firsts = dfa.live_bytes(q)
         if len(firsts) <= 16:  # few first bytes (a key's DFA): try a walk from the root
             tops = [(trie.root_child[b], dfa._table[q * 256 + b]) for b in firsts]
@@ -447,15 +449,78 @@ class _LexemeTables:
             found = self._walk_codes(dfa, walked[:], codes, walked, few_nodes)
             if found is not None:
                 return self._table(trie.ids_at(walked), np.asarray(found, dtype=np.int64))
-            walked = []
         table = self._codes(dfa)
+        code1 = table[((2 * (q + 1)) << 8) | trie.level_label[1]] if trie.max_depth else np.zeros(0, np.int32)
+        if share:
+            return self._build_shared(dfa, table, code1, few_nodes)
+        alive_at, roots = self._levels(dfa, table, code1, few_nodes)
+        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
+
+    def _build_shared(self, dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few_nodes: int) -> _LexTable:
+        """:meth:`_levels` over the first-byte subtrees not run before. The classes of the tokens
+        under depth-1 node ``k`` depend only on the DFA and its code there (its state, and whether
+        that state is final): each such subtree's accepted flags and uncertain roots are kept under
+        ``(dfa.key, code, k)``, and a later state of the same DFA whose first byte leads to the same
+        state reuses them (a key DFA that admits unknown keys: from most of its states, most bytes
+        lead to the one "rest of any string" state)."""
+        trie = self.trie
+        run = code1.copy()
+        fresh: list[tuple[int, Hashable]] = []  # depth-1 positions run now, with their keys
+        kept: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
+        for k, c in enumerate(code1.tolist()):
+            if c:
+                key = (dfa.key, c, k)
+                part = self._parts.get(key)
+                if part is None:
+                    fresh.append((k, key))
+                else:
+                    kept.append((k, part))
+                    run[k] = 0
+        alive_at, roots = self._levels(dfa, table, run, few_nodes)
+        alive_tok = alive_at[trie.tok_level_pos]  # per token, in token order
+        roots.sort()
+        lo, hi, first = trie.sub_tok_lo, trie.sub_tok_hi, trie.by_depth[1]
+        for k, fresh_key in fresh:
+            node = int(first[k])
+            r0, r1 = np.searchsorted(roots, (node, trie.skip_l[node]))
+            self._keep_part(fresh_key, (alive_tok[lo[k] : hi[k]].copy(), roots[r0:r1].copy()))
+        parts = [roots]
+        for k, (alive_part, roots_part) in kept:
+            alive_tok[lo[k] : hi[k]] = alive_part
+            parts.append(roots_part)
+        return self._table(trie.tok_ids[alive_tok], np.concatenate(parts) if kept else roots)
+
+    def _keep_part(self, key: Hashable, part: tuple[np.ndarray, np.ndarray]) -> None:
+        """Keep one subtree's classes; all are dropped when they would pass a quarter of the budget."""
+        size = part[0].nbytes + part[1].nbytes + 100
+        if self._parts_bytes + size > self.max_bytes // 4:
+            self._parts.clear()
+            self._parts_bytes = 0
+        self._parts[key] = part
+        self._parts_bytes += size
+
+    def _levels(
+        self, dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few_nodes: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Run the trie through ``dfa`` level by level from the depth-1 codes ``code1`` (:meth:`_codes`:
+        each node's DFA state, or dead, and whether a final state was passed at depth >= 1): which
+        nodes the DFA reads (in ``trie.by_depth`` order, end to end) and the roots of the subtrees where
+        it died after passing a final state. A level is computed densely (every node, through its
+        parent's position in the level above) or, when few nodes of the level above are alive, sparsely
+        (only the children of the live ones): the same codes either way. Once the live nodes' subtrees
+        hold at most ``few_nodes`` nodes in all, those subtrees are finished by a preorder walk
+        (:meth:`_walk_codes`), which costs per node visited rather than per level."""
+        trie = self.trie
         alive_levels: list[np.ndarray] = []  # per level, in trie.by_depth order: the DFA read the node
         uncertain_parts: list[np.ndarray] = []  # nodes where the DFA died after passing a final state
-        code = np.full(1, 2 * (q + 1), dtype=np.int32)  # the level above: the root, alone at depth 0
-        live = 1
+        walked: list[int] = []  # nodes below the levels, read entirely (found by _walk_codes)
+        code = code1  # given; the root passed no final state, so no depth-1 node is uncertain
+        live = code1.size
         for d in range(1, trie.max_depth + 1):
             level = trie.by_depth[d]
-            if d == 1 or 4 * live >= level.size:  # depth 1: every node is a child of the root
+            if d == 1:
+                pass
+            elif 4 * live >= level.size:
                 parent = code[trie.level_parent_pos[d]]
                 c = table[(parent << 8) | trie.level_label[d]]
                 dead = np.flatnonzero(c == 0)
@@ -493,7 +558,7 @@ class _LexemeTables:
             alive_at[: done.size] = done
         alive_at[trie.level_pos[walked]] = True
         roots = np.concatenate(uncertain_parts) if uncertain_parts else np.zeros(0, dtype=np.int64)
-        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
+        return alive_at, roots
 
     def _walk_codes(
         self, dfa: ByteDFA, nodes: list[int], codes: list[int], alive: list[int], budget: int
@@ -650,6 +715,8 @@ class _LexemeTables:
         self._dfa_codes.clear()
         self._codes_bytes = 0
         self._alphabets.clear()
+        self._parts.clear()
+        self._parts_bytes = 0
         self.bytes = 0
 
 

@@ -565,19 +565,30 @@ def byte_dfas(draw: st.DrawFn) -> tuple[ByteDFA, int]:
 
 
 @settings(max_examples=150)  # cheap examples; a final state passed mid-token is not a common draw
-@given(dfa_q=byte_dfas(), which=st.sampled_from(VOCAB_NAMES), few_nodes=st.sampled_from([0, 40, 10**9]))
-def test_dfa_tables_are_the_walks(dfa_q: tuple[ByteDFA, int], which: str, few_nodes: int) -> None:
+@given(
+    dfa_q=byte_dfas(),
+    which=st.sampled_from(VOCAB_NAMES),
+    few_nodes=st.sampled_from([0, 40, 10**9]),
+    share=st.booleans(),
+    other=st.integers(0, 5),
+)
+def test_dfa_tables_are_the_walks(
+    dfa_q: tuple[ByteDFA, int], which: str, few_nodes: int, share: bool, other: int
+) -> None:
     """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse,
     and finishes few live subtrees by a walk over codes (never with ``few_nodes=0``, as soon as at
-    most 64 nodes are live with ``10**9``); the plain preorder walk of the whole trie through the same
-    DFA (``_build_lexeme_walk``) is the definition: the same accepted tokens, uncertain intervals and
-    count."""
+    most 64 nodes are live with ``10**9``); with ``share`` a second state of the same DFA reuses the
+    first-byte subtrees the first one ran to the same DFA state. The plain preorder walk of the whole
+    trie through the same DFA (``_build_lexeme_walk``) is the definition: the same accepted tokens,
+    uncertain intervals and count, for both states."""
     dfa, q = dfa_q
     tables = token_trie(vocabularies()[which]).lexeme_tables
-    fast, slow = tables._build(dfa, q, few_nodes), tables._build_lexeme_walk(dfa, q)
-    assert fast.accepted.tobytes() == slow.accepted.tobytes()
-    assert fast.uncertain == slow.uncertain
-    assert fast.num_uncertain == slow.num_uncertain
+    tables.clear()
+    for state in (q, other % dfa.num_states):
+        fast, slow = tables._build(dfa, state, few_nodes, share), tables._build_lexeme_walk(dfa, state)
+        assert fast.accepted.tobytes() == slow.accepted.tobytes()
+        assert fast.uncertain == slow.uncertain
+        assert fast.num_uncertain == slow.num_uncertain
 
 
 @settings(max_examples=60)
