@@ -9,6 +9,7 @@ the reference are findings of ``maskcert certify``, not failures here.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import signal
@@ -375,6 +376,32 @@ def test_worker_proxies_the_reference(byte_vocab: tm.Vocabulary) -> None:
         assert isinstance(f.accept(256), Accepted) and f.is_terminated() and not m.is_terminated()
         m.rollback(3)  # "[true, fal"
         assert unpack_mask(m.mask(), len(byte_vocab)).tolist() == [ord("s")]
+
+
+def test_worker_drops_handles_with_the_next_request(
+    byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A matcher the parent lets go is forgotten in the child, by the next request itself: no round
+    trip of its own."""
+    spec = JsonSchema({"type": "array", "items": {"type": "boolean"}})
+    with WorkerBackend("reference", timeout_s=20) as w:
+        compiled = w.compile(spec, byte_vocab)
+        m = w.matcher(compiled)  # type: ignore[arg-type]
+        forks = [m.fork() for _ in range(3)]
+        assert w._call("census", (), 20) == (1, 4)
+        sent: list[str] = []
+        exchange = w._exchange
+
+        def spy(proc: Any, op: str, *rest: Any) -> Any:
+            sent.append(op)
+            return exchange(proc, op, *rest)
+
+        monkeypatch.setattr(w, "_exchange", spy)
+        del forks
+        gc.collect()
+        assert isinstance(m.accept(ord("[")), Accepted)
+        assert w._call("census", (), 20) == (1, 1)
+        assert sent == ["call", "census"]
 
 
 def test_worker_turns_hang_crash_and_memory_into_outcomes(byte_vocab: tm.Vocabulary) -> None:
