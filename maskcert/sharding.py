@@ -222,11 +222,18 @@ def run_shards(
 
 
 # -- local worker processes -----------------------------------------------------------------------
-def _worker_main(run: ShardRun, spec: Any, messages: Any, stop_event: Any, parent: int | None) -> None:
-    """A spawned worker: one shard. It dies with the parent (``parent``: its pid, when the parent
-    started it from its main thread; :mod:`props.backends.lifetime`). SIGINT/SIGTERM and the
-    parent's event stop it: a signal abandons the unit of work in progress (:class:`Interrupted`
-    inside :meth:`StopFlag.abortable`); escalation is the parent's (it kills workers that linger)."""
+def _worker_main(
+    run: ShardRun, spec: Any, messages: Any, stop_event: Any, parent: int | None, shards: int = 1
+) -> None:
+    """A spawned worker: one shard of ``shards`` running at once, whose backend workers share the
+    cores accordingly (``props.backends.worker.share_cores``). It dies with the parent (``parent``:
+    its pid, when the parent started it from its main thread; :mod:`props.backends.lifetime`).
+    SIGINT/SIGTERM and the parent's event stop it: a signal abandons the unit of work in progress
+    (:class:`Interrupted` inside :meth:`StopFlag.abortable`); escalation is the parent's (it kills
+    workers that linger)."""
+    from props.backends.worker import share_cores
+
+    share_cores(shards)
     if parent is not None:
         from props.backends.lifetime import die_with_parent
 
@@ -259,7 +266,7 @@ def _run_local(shards: Shards, collect: Sink, stop: StopFlag) -> list[int | None
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(shards.run, s, messages, stop_event, parent),
+            args=(shards.run, s, messages, stop_event, parent, len(shards.specs)),
             name=f"maskcert-shard-{i}",
         )
         for i, s in zip(shards.ids, shards.specs)

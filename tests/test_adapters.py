@@ -26,6 +26,7 @@ from props.backends.worker import WorkerBackend, WorkerCrashed, WorkerMemoryExce
 from props.contract.backend import Accepted, Backend, BackendMatcher, Compiled, Refused, Rejected
 from refdecoder import Choice, Gbnf, JsonSchema, Regex
 from refdecoder._tokens import num_words, pack_ids, unpack_mask
+from refdecoder.errors import InputError
 
 THIRD_PARTY = ["xgrammar", "xgrammar-hf", "llguidance", "outlines-core", "lm-format-enforcer"]
 
@@ -402,6 +403,42 @@ def test_worker_drops_handles_with_the_next_request(
         assert isinstance(m.accept(ord("[")), Accepted)
         assert w._call("census", (), 20) == (1, 1)
         assert sent == ["call", "census"]
+
+
+@pytest.mark.parametrize("spin_us", [0.0, 300.0])
+def test_worker_answers_the_same_spinning_or_not(byte_vocab: tm.Vocabulary, spin_us: float) -> None:
+    """Spinning changes how each side waits, not what crosses the pipe: the masks and outcomes of a
+    walk through a spinning worker are the reference's own, and a call that outlasts the spin (a
+    compile) is still answered."""
+    local = ReferenceBackend()
+    spec = JsonSchema({"type": "array", "items": {"type": "integer"}})
+    with WorkerBackend("reference", timeout_s=20, spin_us=spin_us) as w:
+        assert w.spin_us == spin_us
+        m = w.matcher(w.compile(spec, byte_vocab))  # type: ignore[arg-type]
+        ref = local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
+        for b in b"[12, 3]":
+            np.testing.assert_array_equal(m.mask(), ref.mask())
+            assert type(m.accept(b)) is type(ref.accept(b))
+        assert m.is_accepting() and ref.is_accepting()
+
+
+def test_default_spin_follows_the_cores_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from props.backends import worker
+
+    monkeypatch.delenv("MASKCERT_WORKER_SPIN_US", raising=False)
+    monkeypatch.setattr(worker.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(worker, "_PAIRS", [1])
+    assert worker.default_spin_us() == worker.SPIN_US
+    worker.share_cores(2)  # two pairs on four cores: each side still has one
+    assert worker.default_spin_us() == worker.SPIN_US
+    worker.share_cores(3)
+    assert worker.default_spin_us() == 0.0
+    monkeypatch.setenv("MASKCERT_WORKER_SPIN_US", "50")
+    assert worker.default_spin_us() == 50.0
+    for bad in ("fast", "-1"):
+        monkeypatch.setenv("MASKCERT_WORKER_SPIN_US", bad)
+        with pytest.raises(InputError, match="MASKCERT_WORKER_SPIN_US"):
+            worker.default_spin_us()
 
 
 def test_worker_turns_hang_crash_and_memory_into_outcomes(byte_vocab: tm.Vocabulary) -> None:

@@ -11,6 +11,14 @@ adapter with :func:`props.backends.load_backend`, and answers one request at a t
 grammars and matchers live in the child; the parent holds integer handles tagged with the worker's
 *generation*.
 
+A round trip through the pipes costs about 85 us on a two-core machine, nearly all of it the
+wake-up of the side that slept in ``read``: each side therefore *spins* for ``spin_us`` (polling,
+without sleeping) before it blocks on the other's message, which brings the round trip to about
+20 us when each side has a core of its own. Spinning while the cores are shared would steal them
+from the process being waited for, so by default (:func:`default_spin_us`) a worker spins only when
+the machine has two cores for every worker pair running here: :func:`share_cores` tells it how many
+run at once (``maskcert``'s local shards, a test session's processes).
+
 A handle the parent no longer holds (a matcher garbage-collected) is dropped in the child with the
 next request: each request carries the ids dropped since the last one, and the child forgets them
 before it answers. A round trip costs about 0.1 ms on a two-core machine, so a separate message per
@@ -66,7 +74,7 @@ import numpy as np
 from props.backends.lifetime import child_env, die_with_parent_from_env, register
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
-from refdecoder.errors import MaskcertError, StateError
+from refdecoder.errors import InputError, MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
 
 if TYPE_CHECKING:
@@ -82,7 +90,45 @@ __all__ = [
     "RemoteError",
     "DeadlineReached",
     "DEADLINE_GRACE_S",
+    "SPIN_US",
+    "default_spin_us",
+    "share_cores",
 ]
+
+# How long each side of a round trip spins before it sleeps, when it may (see the module doc).
+SPIN_US = 200.0
+_PAIRS = [1]  # worker pairs (parent and child) that run at once on this machine (share_cores)
+
+
+def share_cores(pairs: int) -> None:
+    """Declare that ``pairs`` processes of this machine drive a worker each at the same time (this one
+    among them): workers started from now on spin only if there are two cores for every pair."""
+    _PAIRS[0] = max(1, int(pairs))
+
+
+def default_spin_us() -> float:
+    """``MASKCERT_WORKER_SPIN_US`` when set (0 turns spinning off), else :data:`SPIN_US` when the
+    machine has two cores for every worker pair (:func:`share_cores`), else 0."""
+    raw = os.environ.get("MASKCERT_WORKER_SPIN_US")
+    if raw is not None:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value <= 1e6:
+            raise InputError(
+                "MASKCERT_WORKER_SPIN_US", "the microseconds a worker spins, from 0 to 1000000", repr(raw)
+            )
+        return value
+    return SPIN_US if (os.cpu_count() or 1) >= 2 * _PAIRS[0] else 0.0
+
+
+def _spin(conn: Connection, seconds: float) -> None:
+    """Poll ``conn`` without sleeping for up to ``seconds`` (until a message is there)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end and not conn.poll(0):
+        pass
+
 
 # How long a call in progress when the deadline arrives may still answer: a call that happened to be
 # in flight for a millisecond is not an engine running past the budget.
@@ -316,7 +362,7 @@ def _error_reply(
     return ("error", blob, type(e).__qualname__, str(e), tb)
 
 
-def _child_main(read_fd: int, write_fd: int, memory_mb: int) -> None:
+def _child_main(read_fd: int, write_fd: int, memory_mb: int, spin_us: float = 0.0) -> None:
     """The worker process: limits, then answer requests until EOF or ``close``."""
     die_with_parent_from_env()
     if memory_mb > 0:
@@ -330,8 +376,11 @@ def _child_main(read_fd: int, write_fd: int, memory_mb: int) -> None:
     requests = Connection(read_fd, writable=False)
     replies = Connection(write_fd, readable=False)
     child = _Child()
+    spin_s = spin_us / 1e6
     while True:
         try:
+            if spin_s:
+                _spin(requests, spin_s)
             op, args, drops = requests.recv()
         except (EOFError, OSError):
             return
@@ -366,7 +415,7 @@ def _describe_exit(returncode: int | None) -> str:
 class _Process:
     """One child process: its pipes, its log, and a request/response call with a timeout."""
 
-    def __init__(self, memory_mb: int, engine_path: str | None = None) -> None:
+    def __init__(self, memory_mb: int, engine_path: str | None = None, spin_us: float = 0.0) -> None:
         parent_r, child_w = os.pipe()
         child_r, parent_w = os.pipe()
         # the child's stdout and stderr; closed by close()
@@ -388,6 +437,7 @@ class _Process:
                     str(child_r),
                     str(child_w),
                     str(memory_mb),
+                    str(spin_us),
                 ],
                 pass_fds=(child_r, child_w),
                 stdin=subprocess.DEVNULL,
@@ -456,7 +506,8 @@ class WorkerBackend:
     adapter's constructor. ``engine_path`` is a directory put first on the child's ``sys.path``: an
     engine release installed there (:func:`props.backends.engines.install_engine`) is the one the
     adapter imports, whatever the environment has. Starting a worker takes a second or two (it imports
-    the backend).
+    the backend). ``spin_us`` is how long each side polls before it sleeps on the other's message
+    (module doc; None: :func:`default_spin_us`).
 
     ``deadline`` (``time.monotonic()``, None: none) is the run's end (module doc): a call in progress
     then is cut (:class:`DeadlineReached`), later calls are not sent. ``last_timeout`` is the last
@@ -475,8 +526,10 @@ class WorkerBackend:
         memory_mb: int = 8192,
         start_timeout_s: float = 120.0,
         engine_path: str | os.PathLike[str] | None = None,
+        spin_us: float | None = None,
     ) -> None:
         self.target = backend
+        self.spin_us = default_spin_us() if spin_us is None else spin_us
         self.engine_path = None if engine_path is None else os.fspath(engine_path)
         self.options = dict(options or {})
         self.timeout_s = timeout_s
@@ -505,7 +558,7 @@ class WorkerBackend:
         self.generation += 1
         self._sent_vocabularies = set()
         self._drops = ([], [])
-        self._box[0] = _Process(self.memory_mb, self.engine_path)
+        self._box[0] = _Process(self.memory_mb, self.engine_path, self.spin_us)
         name, version, profile = self._call("start", (self.target, self.options), self.start_timeout_s)
         self.name, self.version, self.profile = name, version, profile
 
@@ -573,6 +626,8 @@ class WorkerBackend:
             proc.requests.send((op, args, drops or ((), ())))
         except (OSError, ValueError):
             self._dead(proc, op)
+        if self.spin_us:
+            _spin(proc.replies, self.spin_us / 1e6)
         started = time.monotonic()
         deadline = started + timeout_s
         # The run's deadline, with its grace, cuts the call when it comes first (DeadlineReached).
