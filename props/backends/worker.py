@@ -14,10 +14,12 @@ grammars and matchers live in the child; the parent holds integer handles tagged
 A round trip through the pipes costs about 85 us on a two-core machine, nearly all of it the
 wake-up of the side that slept in ``read``: each side therefore *spins* for ``spin_us`` (polling,
 without sleeping) before it blocks on the other's message, which brings the round trip to about
-20 us when each side has a core of its own. Spinning while the cores are shared would steal them
-from the process being waited for, so by default (:func:`default_spin_us`) a worker spins only when
-the machine has two cores for every worker pair running here: :func:`share_cores` tells it how many
-run at once (``maskcert``'s local shards, a test session's processes).
+20 us when each side has a core of its own. The spin yields the core between polls, but spinning
+while the cores are shared still costs: a stride-50 JSONSchemaBench certify of xgrammar with two
+local shards on two cores took 92 s sleeping and 135 s spinning (205 s without yielding). So by
+default (:func:`default_spin_us`) a worker spins only when the machine has two cores for every
+worker pair running here: :func:`share_cores` tells it how many run at once (``maskcert``'s local
+shards; a test session under pytest-xdist sets ``MASKCERT_WORKER_SPIN_US``).
 
 A handle the parent no longer holds (a matcher garbage-collected) is dropped in the child with the
 next request: each request carries the ids dropped since the last one, and the child forgets them
@@ -124,7 +126,8 @@ def default_spin_us() -> float:
 
 
 def _spin(conn: Connection, seconds: float) -> None:
-    """Poll ``conn`` without sleeping for up to ``seconds`` (until a message is there)."""
+    """Poll ``conn`` without sleeping for up to ``seconds`` (until a message is there), yielding the
+    core between polls to any other process that is ready to run."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end and not conn.poll(0):
         pass
