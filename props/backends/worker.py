@@ -130,7 +130,7 @@ def _spin(conn: Connection, seconds: float) -> None:
     core between polls to any other process that is ready to run."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end and not conn.poll(0):
-        pass
+        os.sched_yield()
 
 
 # How long a call in progress when the deadline arrives may still answer: a call that happened to be
