@@ -14,7 +14,9 @@ faster path below is checked against it by property tests (``tests/test_masks.py
    depth and ``skip[i]``, the index just past its subtree. Walking the arrays from ``s`` with one
    state per depth, and jumping to ``skip[i]`` when the parser dies, visits each live prefix once
    (outlines' and llguidance's token-trie walk). Parser states are interned to small ints with a
-   lazily filled 256-wide transition row each, so the inner loop is list indexing.
+   lazily filled 256-wide transition row each, so the inner loop is list indexing. A row's first
+   fill marks dead every byte no top lexeme can read (``Grammar.readable_bound``), and bytes with
+   the same ``Grammar.step_key`` share one parser step.
 2. **Lexeme tables** (xgrammar's adaptive token-mask cache: Dong et al. 2024, arXiv:2411.15100). When the top
    frame of every stack of ``s`` is a :class:`ByteDFA` lexeme in DFA state ``q``, a token's fate on
    that stack depends on ``(dfa, q)`` alone unless the DFA passes through a final state *inside* the
@@ -32,6 +34,11 @@ faster path below is checked against it by property tests (``tests/test_masks.py
    A lexeme that reads exactly what a ByteDFA reads from some state (the key lexemes of
    ``_keymemory``, whose state also records the text) says so with ``dfa_view(state) -> (dfa, q)``
    and shares that DFA's tables.
+
+   A table is built by a walk from the root through the DFA's own table when few first bytes are
+   live (a key), else level by level with numpy, finishing in such a walk once few subtrees are
+   live; a first byte's subtree already run to the same DFA state by another table of that DFA is
+   reused rather than run again.
 
    ``mask(s)`` is the OR of the accepted sets of all distinct tops, plus the uncertain tokens the
    restricted walk finds alive. Tables are keyed by ``(lexeme.key, q)``, so grammars compiled for the
