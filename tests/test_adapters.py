@@ -23,7 +23,7 @@ import tokenizers_matrix as tm
 from props.backends import ADAPTERS, BackendUnavailable, load_backend
 from props.backends.reference import ReferenceBackend
 from props.backends.worker import WorkerBackend, WorkerCrashed, WorkerMemoryExceeded, WorkerTimeout
-from props.contract.backend import Accepted, Backend, BackendMatcher, Compiled, Refused, Rejected
+from props.contract.backend import Accepted, Backend, BackendMatcher, Compiled, PartFailed, Refused, Rejected
 from refdecoder import Choice, Gbnf, JsonSchema, Regex
 from refdecoder._tokens import num_words, pack_ids, unpack_mask
 from refdecoder.errors import InputError
@@ -354,6 +354,102 @@ class ToyBackend(ReferenceBackend):
             elif command == "@raise":
                 raise KeyError("toy backend bug")
         return super().compile(spec, vocabulary)
+
+
+class _PartsMatcher:
+    """A reference matcher whose ``accept`` raises on ``!`` and whose ``fork`` raises after two tokens."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def mask(self) -> np.ndarray:
+        return np.asarray(self.inner.mask())
+
+    def accept(self, token_id: int) -> Any:
+        if token_id == ord("!"):
+            raise ValueError("toy accept bug")
+        return self.inner.accept(token_id)
+
+    def is_accepting(self) -> bool:
+        return bool(self.inner.is_accepting())
+
+    def is_terminated(self) -> bool:
+        return bool(self.inner.is_terminated())
+
+    def rollback(self, k: int) -> None:
+        self.inner.rollback(k)
+
+    def fork(self) -> _PartsMatcher:
+        if self.inner.num_accepted == 2:
+            raise ValueError("toy fork bug")
+        return _PartsMatcher(self.inner.fork())
+
+
+class PartsBackend(ReferenceBackend):
+    name = "toy-parts"
+
+    def matcher(self, compiled: Any) -> Any:
+        return _PartsMatcher(super().matcher(compiled))
+
+
+def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
+    byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fork_accept`` sends the fork and the accept together and reads both answers: the outcome and
+    the fork's state are those of the two calls one by one, the parent is untouched, and a part that
+    raises is named (the fork made before a raising accept is dropped, as its handle would be)."""
+    spec = Regex("[a-z!]*")
+    local = ReferenceBackend()
+    ref = local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
+    with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
+        compiled = w.compile(spec, byte_vocab)
+        m = w.matcher(compiled)  # type: ignore[arg-type]
+        sent: list[str] = []
+        send = w._send
+
+        def spy(proc: Any, op: str, args: Any, drops: Any) -> None:
+            sent.append(args[1] if op == "call" else op)
+            send(proc, op, args, drops)
+
+        monkeypatch.setattr(w, "_send", spy)
+        child, outcome = m.fork_accept(ord("a"))
+        assert sent == ["fork_as", "accept"] and isinstance(outcome, Accepted)
+        np.testing.assert_array_equal(m.mask(), ref.mask())  # the parent did not move
+        ref.accept(ord("a"))
+        np.testing.assert_array_equal(child.mask(), ref.mask())
+        with pytest.raises(PartFailed) as accept_fault:
+            m.fork_accept(ord("!"))
+        assert accept_fault.value.operation == "accept" and "toy accept bug" in str(accept_fault.value.error)
+        for b in b"ab":
+            assert isinstance(m.accept(b), Accepted)
+        with pytest.raises(PartFailed) as fork_fault:
+            m.fork_accept(ord("c"))
+        assert fork_fault.value.operation == "fork" and "toy fork bug" in str(fork_fault.value.error)
+        assert w._call("census", (), 20) == (1, 2)  # m and child: the fork whose accept raised is gone
+        assert isinstance(child.accept(ord("b")), Accepted)  # and the worker answers on
+
+
+def test_guarded_fork_accept_faults_and_counts_as_the_two_calls(byte_vocab: tm.Vocabulary) -> None:
+    from props.checks.clock import Clock, running
+    from props.checks.invariants import BackendFault, Guarded
+
+    spec = Regex("[a-z!]*")
+    with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
+        local = PartsBackend()
+        for inner in (w.matcher(w.compile(spec, byte_vocab)), local.matcher(local.compile(spec, byte_vocab))):  # type: ignore[arg-type]
+            m = Guarded(inner)
+            with running(Clock()) as clock:
+                child, outcome = m.fork_accept(ord("a"))
+            assert isinstance(outcome, Accepted) and clock.calls["other"] == 2
+            assert isinstance(child.accept(ord("b")), Accepted)
+            with pytest.raises(BackendFault) as accept_fault:
+                m.fork_accept(ord("!"))
+            assert accept_fault.value.operation == "accept"
+            for b in b"ab":
+                m.accept(b)
+            with pytest.raises(BackendFault) as fork_fault:
+                m.fork_accept(ord("c"))
+            assert fork_fault.value.operation == "fork"
 
 
 def test_worker_proxies_the_reference(byte_vocab: tm.Vocabulary) -> None:

@@ -56,6 +56,7 @@ Hypothesis search swallows it on its way to whoever set the deadline.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import pickle
@@ -75,7 +76,14 @@ import numpy as np
 
 from props.backends.lifetime import child_env, die_with_parent_from_env, register
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
-from props.contract.backend import Compiled, CompileOutcome, DeclaredProfile, Refused, TokenOutcome
+from props.contract.backend import (
+    Compiled,
+    CompileOutcome,
+    DeclaredProfile,
+    PartFailed,
+    Refused,
+    TokenOutcome,
+)
 from refdecoder.errors import InputError, MaskcertError, StateError
 from tokenizers_matrix import Vocabulary
 
@@ -252,6 +260,15 @@ class DeadlineReached(BaseException):
         super().__init__(f"{who}worker, {operation}: {detail}")
 
 
+class _PartRaised(Exception):
+    """Part ``index`` of :meth:`WorkerBackend._call_parts` raised ``error``."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
+
+
 class _RemoteTraceback(Exception):
     def __init__(self, tb: str) -> None:
         super().__init__(tb)
@@ -315,6 +332,9 @@ class _Child:
             m = self.matchers[mid]
             if method == "fork":
                 return self._register(m.fork())
+            if method == "fork_as":  # under an id the parent chose (WorkerMatcher.fork_accept)
+                (new_id,) = margs
+                return self._register(m.fork(), new_id)[1]
             return getattr(m, method)(*margs)
         if op == "drop":
             compiled_ids, matcher_ids = args
@@ -338,8 +358,8 @@ class _Child:
             objs.append(self.matchers[args[0]])
         return adapter_modules(*(type(obj) for obj in objs if obj is not None))
 
-    def _register(self, matcher: Any) -> tuple[int, tuple[str, ...]]:
-        mid = self._new_id()
+    def _register(self, matcher: Any, mid: int | None = None) -> tuple[int, tuple[str, ...]]:
+        mid = self._new_id() if mid is None else mid
         self.matchers[mid] = matcher
         optional = tuple(
             name for name in ("forced_bytes", "validate") if callable(getattr(matcher, name, None))
@@ -561,6 +581,7 @@ class WorkerBackend:
         self.generation += 1
         self._sent_vocabularies = set()
         self._drops = ([], [])
+        self._parent_ids = itertools.count(-1, -1)  # ids of forks named here (fork_accept)
         self._box[0] = _Process(self.memory_mb, self.engine_path, self.spin_us)
         name, version, profile = self._call("start", (self.target, self.options), self.start_timeout_s)
         self.name, self.version, self.profile = name, version, profile
@@ -600,22 +621,57 @@ class WorkerBackend:
 
     def _call(self, op: str, args: tuple[Any, ...], timeout_s: float) -> Any:
         with self._lock:
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                raise DeadlineReached(_operation(op, args), None, self.name)
-            proc = self._box[0]
-            if proc is None or not proc.alive():
-                code = None if proc is None else proc.proc.returncode
-                tail = "" if proc is None else proc.log_tail()
-                self._box[0] = None
-                raise WorkerCrashed(
-                    op, "no worker is running (" + _describe_exit(code) + ")", self.name, code, tail
-                )
-            drops: tuple[list[int], list[int]] = ([], [])
-            if op != "start" and (self._drops[0] or self._drops[1]):  # they go with this request
-                drops = (list(self._drops[0]), list(self._drops[1]))
-                self._drops[0].clear()
-                self._drops[1].clear()
-            return self._exchange(proc, op, args, timeout_s, drops)
+            proc = self._ready(op, args)
+            return self._exchange(proc, op, args, timeout_s, self._take_drops(op))
+
+    def _ready(self, op: str, args: tuple[Any, ...]) -> _Process:
+        """The running worker, for a call not yet sent: DeadlineReached past the run's deadline,
+        WorkerCrashed when no worker runs."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise DeadlineReached(_operation(op, args), None, self.name)
+        proc = self._box[0]
+        if proc is None or not proc.alive():
+            code = None if proc is None else proc.proc.returncode
+            tail = "" if proc is None else proc.log_tail()
+            self._box[0] = None
+            raise WorkerCrashed(
+                op, "no worker is running (" + _describe_exit(code) + ")", self.name, code, tail
+            )
+        return proc
+
+    def _take_drops(self, op: str) -> tuple[list[int], list[int]]:
+        """The ids dropped since the last request, which go with this one (module doc)."""
+        drops: tuple[list[int], list[int]] = ([], [])
+        if op != "start" and (self._drops[0] or self._drops[1]):
+            drops = (list(self._drops[0]), list(self._drops[1]))
+            self._drops[0].clear()
+            self._drops[1].clear()
+        return drops
+
+    def _call_parts(self, parts: list[tuple[str, tuple[Any, ...]]], timeout_s: float) -> list[Any]:
+        """Send every part, then read their answers in order, each within ``timeout_s``: what each
+        returned. The child runs them one after the other, as if each had been its own call; where
+        one raised, the rest are still read (to keep the pipe in step, unless the worker died) and
+        ``(index, exception)`` of the first that raised comes as :class:`_PartRaised`. Every request
+        is written before any answer is read, so parts carry small arguments (a pipe holds 64 KiB)."""
+        with self._lock:
+            op0, args0 = parts[0]
+            proc = self._ready(op0, args0)
+            drops = self._take_drops(op0)
+            for k, (op, args) in enumerate(parts):
+                self._send(proc, op, args, drops if k == 0 else None)
+            values: list[Any] = []
+            first: tuple[int, Exception] | None = None
+            for k, (op, args) in enumerate(parts):
+                try:
+                    values.append(self._receive(proc, op, args, timeout_s))
+                except Exception as e:  # noqa: BLE001 - handed to the caller with the part that raised
+                    first = first or (k, e)
+                    if self._box[0] is not proc:  # the worker died or was cut: nothing more to read
+                        break
+            if first is not None:
+                raise _PartRaised(*first)
+            return values
 
     def _exchange(
         self,
@@ -625,10 +681,20 @@ class WorkerBackend:
         timeout_s: float,
         drops: tuple[list[int], list[int]] | None = None,
     ) -> Any:
+        self._send(proc, op, args, drops)
+        return self._receive(proc, op, args, timeout_s)
+
+    def _send(
+        self, proc: _Process, op: str, args: tuple[Any, ...], drops: tuple[list[int], list[int]] | None
+    ) -> None:
         try:
             proc.requests.send((op, args, drops or ((), ())))
         except (OSError, ValueError):
             self._dead(proc, op)
+
+    def _receive(self, proc: _Process, op: str, args: tuple[Any, ...], timeout_s: float) -> Any:
+        """The answer to the request sent last but not yet read, within ``timeout_s`` (the run's
+        deadline cuts it first when it comes first); see the module doc for what is raised."""
         if self.spin_us:
             _spin(proc.replies, self.spin_us / 1e6)
         started = time.monotonic()
@@ -787,6 +853,25 @@ class WorkerMatcher:
     def fork(self) -> WorkerMatcher:
         mid, optional = self._call("fork")
         return WorkerMatcher(self._backend, self._generation, mid, optional)
+
+    def fork_accept(self, token_id: int) -> tuple[WorkerMatcher, TokenOutcome]:
+        """``fork()``, then ``accept(token_id)`` on the fork, in one round trip: the fork takes an id
+        the parent chose (negative: the child numbers its own from 1 up), so the accept can name it
+        before the fork has answered. A part that raises comes as :class:`PartFailed` naming it."""
+        b = self._backend
+        with b._lock:
+            b._check_generation(self._generation, "fork")
+            mid = next(b._parent_ids)
+            try:
+                (optional, outcome) = b._call_parts(
+                    [("call", (self._mid, "fork_as", (mid,))), ("call", (mid, "accept", (int(token_id),)))],
+                    b.timeout_s,
+                )
+            except _PartRaised as e:
+                if e.index > 0:  # the fork exists in the child: drop it with the next request
+                    b._drop(self._generation, 1, mid)
+                raise PartFailed(("fork", "accept")[e.index], e.error) from e.error
+        return WorkerMatcher(b, self._generation, mid, optional), outcome
 
     def __getattr__(self, name: str) -> Any:
         # forced_bytes / validate exist exactly when the worker's matcher has them

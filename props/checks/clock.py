@@ -66,6 +66,10 @@ class Clock:
             self.calls[self._stack[-1] if self._stack else self.base] += 1
         self._in_engine += 1
 
+    def count_call(self) -> None:
+        """Count one more engine call in the phase on top (a second call made in the same trip)."""
+        self.calls[self._stack[-1] if self._stack else self.base] += 1
+
     def engine_leave(self) -> None:
         self._in_engine -= 1
         if not self._in_engine:

@@ -49,7 +49,7 @@ from props.checks.clock import phase as clock_phase
 from props.checks.witness import canonical_ids, shortest_completion, splits_character
 from props.contract import operations as op
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
-from props.contract.backend import Backend, Compiled, DeclaredProfile, Refused
+from props.contract.backend import Backend, Compiled, DeclaredProfile, PartFailed, Refused
 from props.contract.findings import SPECIAL_TOKEN_KINDS, Finding, Invariant, SpecRef
 from props.contract.operations import Op
 from refdecoder import JsonProfile, Spec, TokenGrammar
@@ -487,6 +487,33 @@ class Guarded:
     def fork(self) -> Guarded:
         return Guarded(_call("fork", self.inner.fork))
 
+    def fork_accept(self, token_id: int) -> tuple[Guarded, Any]:
+        """``fork()`` then ``accept(token_id)`` on the fork: the backend's ``fork_accept`` where it
+        has one (a worker's single round trip for both), with the same outcomes, faults (named by
+        the part that raised) and engine calls counted as the two calls one by one."""
+        fused = getattr(self.inner, "fork_accept", None)
+        if fused is None:
+            child = self.fork()
+            return child, child.accept(token_id)
+        clock = current_clock()
+        if clock is not None:
+            clock.engine_enter()
+            clock.count_call()  # the accept: engine_enter counted the fork
+        try:
+            inner, outcome = fused(token_id)
+        except PartFailed as e:
+            if isinstance(e.error, AdapterFault):
+                raise e.error from None
+            raise _attributed(e.operation, getattr(self.inner, e.operation), e.error) from e.error
+        except AdapterFault:
+            raise
+        except Exception as e:  # noqa: BLE001 - as _call: anything but a typed outcome is a finding
+            raise _attributed("fork", fused, e) from e
+        finally:
+            if clock is not None:
+                clock.engine_leave()
+        return Guarded(inner), outcome
+
 
 # -- preparing a target ---------------------------------------------------------------------------
 def backend_failure(
@@ -608,8 +635,8 @@ def _soundness(t: Target, prefix: Sequence[int], token: int, m: Any, walk: str, 
         )
     rest_ids: list[int] = []
     try:
-        fork = m.fork()
-        if _rejected(fork.accept(token)):
+        fork, outcome = m.fork_accept(token)
+        if _rejected(outcome):
             cert["accept"] = "mask() allows the token but accept() rejects it"
             rest, rest_ids, finished = b"", [], False
         else:
@@ -717,8 +744,8 @@ def _search_segmentations(t: Target, data: bytes) -> bool | None:
             if budget[0] <= 0:
                 return None
             budget[0] -= 1
-            child = m.fork()
-            if type(child.accept(tok)).__name__ == "Rejected":
+            child, outcome = m.fork_accept(tok)
+            if type(outcome).__name__ == "Rejected":
                 continue
             found = dfs(child, end)
             if found:

@@ -26,6 +26,7 @@ __all__ = [
     "DeclaredProfile",
     "Backend",
     "BackendMatcher",
+    "PartFailed",
 ]
 
 TokenOutcome = Union[Accepted, Rejected]
@@ -79,8 +80,21 @@ class BackendMatcher(Protocol):
 
     def fork(self) -> BackendMatcher: ...
 
-    # Optional, probed with getattr by callers: ``forced_bytes() -> bytes`` (jump-forward) and
-    # ``validate(ids) -> int`` (longest valid prefix, no state change: speculative decoding).
+    # Optional, probed with getattr by callers: ``forced_bytes() -> bytes`` (jump-forward),
+    # ``validate(ids) -> int`` (longest valid prefix, no state change: speculative decoding), and
+    # ``fork_accept(token_id) -> (matcher, outcome)``: ``fork()`` then ``accept`` on the fork, the
+    # same engine calls in one go (a worker's single round trip), raising :class:`PartFailed`.
+
+
+class PartFailed(Exception):
+    """One part of a combined call (``fork_accept``) raised ``error``; ``operation`` names the part
+    (``"fork"`` or ``"accept"``), as if the parts had been called one by one. The parts after it did
+    not reach the engine."""
+
+    def __init__(self, operation: str, error: Exception) -> None:
+        super().__init__(f"{operation}: {type(error).__name__}: {error}")
+        self.operation = operation
+        self.error = error
 
 
 @runtime_checkable
