@@ -16,7 +16,7 @@ non-empty iff the bytes read are a viable prefix — the matcher never reports a
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from ._ir import CALL, Lex, Network, receives
@@ -211,25 +211,25 @@ class Parser:
             raise LimitExceeded("parser_stacks", len(kept), self.max_stacks)
         return State(frozenset(kept), accepting)
 
+    def _tops(self, state: State) -> Iterator[tuple[Any, Any]]:
+        """Each stack's top lexeme and its state, in the order ``state.stacks`` iterates."""
+        nodes = self.network.nodes
+        for stack in state.stacks:
+            node_id, lstate = stack[-1]
+            yield nodes[node_id].lexeme, lstate  # type: ignore[union-attr]
+
     def step_key(self, state: State, byte: int) -> tuple[Hashable | None, ...]:
         """Each stack's top lexeme stepped on ``byte``, in the order ``state.stacks`` iterates: all
         that :meth:`step` reads of ``byte``, so two bytes with the same key from the same state step
         to the same result (inside a string, most bytes lead to the same state)."""
-        nodes = self.network.nodes
-        return tuple(
-            nodes[stack[-1][0]].lexeme.step(stack[-1][1], byte)  # type: ignore[union-attr]
-            for stack in state.stacks
-        )
+        return tuple(lexeme.step(lstate, byte) for lexeme, lstate in self._tops(state))
 
     def readable_bound(self, state: State) -> bytes | None:
         """Without stepping a lexeme: a superset of the bytes on which :meth:`step` returns a state
         (``step`` keeps only stacks whose top lexeme reads the byte), as the union of the top lexemes'
         byte-table rows and declared ``alphabet``; None when a top lexeme has neither."""
-        nodes = self.network.nodes
         acc: set[int] = set()
-        for stack in state.stacks:
-            node_id, lstate = stack[-1]
-            lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
+        for lexeme, lstate in self._tops(state):
             if isinstance(lexeme, ByteDFA):
                 acc.update(lexeme.live_bytes(lstate))
             else:
@@ -248,12 +248,9 @@ class Parser:
         those among them on which some top lexeme reads on to a state that ``can_continue``. ``step``
         keeps that stack for an onward byte, so it returns a state there (or raises LimitExceeded
         where the other stacks' closure outgrows its bounds); the other readable bytes need ``step``."""
-        nodes = self.network.nodes
         acc: set[int] = set()
         onward: set[int] = set()
-        for stack in state.stacks:
-            node_id, lstate = stack[-1]
-            lexeme = nodes[node_id].lexeme  # type: ignore[union-attr]
+        for lexeme, lstate in self._tops(state):
             if isinstance(lexeme, ByteDFA):
                 acc.update(lexeme.live_bytes(lstate))
                 onward |= lexeme.onward_bytes(lstate)

@@ -28,6 +28,8 @@ from refdecoder import Choice, Gbnf, JsonSchema, Regex
 from refdecoder._tokens import num_words, pack_ids, unpack_mask
 from refdecoder.errors import InputError
 
+from ._toys import _Toy, _Wrapped
+
 THIRD_PARTY = ["xgrammar", "xgrammar-hf", "llguidance", "outlines-core", "lm-format-enforcer"]
 
 if TYPE_CHECKING:  # the mypy-level half of the typing test: each adapter is assignable to the protocols
@@ -356,40 +358,22 @@ class ToyBackend(ReferenceBackend):
         return super().compile(spec, vocabulary)
 
 
-class _PartsMatcher:
+class _PartsMatcher(_Wrapped):
     """A reference matcher whose ``accept`` raises on ``!`` and whose ``fork`` raises after two tokens."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def mask(self) -> np.ndarray:
-        return np.asarray(self.inner.mask())
 
     def accept(self, token_id: int) -> Any:
         if token_id == ord("!"):
             raise ValueError("toy accept bug")
         return self.inner.accept(token_id)
 
-    def is_accepting(self) -> bool:
-        return bool(self.inner.is_accepting())
-
-    def is_terminated(self) -> bool:
-        return bool(self.inner.is_terminated())
-
-    def rollback(self, k: int) -> None:
-        self.inner.rollback(k)
-
-    def fork(self) -> _PartsMatcher:
+    def fork(self) -> Any:
         if self.inner.num_accepted == 2:
             raise ValueError("toy fork bug")
-        return _PartsMatcher(self.inner.fork())
+        return super().fork()
 
 
-class PartsBackend(ReferenceBackend):
-    name = "toy-parts"
-
-    def matcher(self, compiled: Any) -> Any:
-        return _PartsMatcher(super().matcher(compiled))
+class PartsBackend(_Toy):
+    matcher_class = _PartsMatcher
 
 
 def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
