@@ -23,8 +23,7 @@ shards; a test session under pytest-xdist sets ``MASKCERT_WORKER_SPIN_US``).
 
 A handle the parent no longer holds (a matcher garbage-collected) is dropped in the child with the
 next request: each request carries the ids dropped since the last one, and the child forgets them
-before it answers. A round trip costs about 0.1 ms on a two-core machine, so a separate message per
-drop would cost as much as the call it precedes.
+before it answers (a message of its own would cost a round trip, as much as the call it precedes).
 
 Every call waits at most its timeout. Then:
 
@@ -267,15 +266,6 @@ class DeadlineReached(BaseException):
         else:
             detail = "still running when the run's deadline arrived (worker killed)"
         super().__init__(f"{who}worker, {operation}: {detail}")
-
-
-class _PartRaised(Exception):
-    """Part ``index`` of :meth:`WorkerBackend._call_parts` raised ``error``."""
-
-    def __init__(self, index: int, error: Exception) -> None:
-        super().__init__(index, error)
-        self.index = index
-        self.error = error
 
 
 class _RemoteTraceback(Exception):
@@ -659,29 +649,30 @@ class WorkerBackend:
             self._drops[1].clear()
         return drops
 
-    def _call_parts(self, parts: list[tuple[str, tuple[Any, ...]]], timeout_s: float) -> list[Any]:
-        """Send every part, then read their answers in order, each within ``timeout_s``: what each
-        returned. The child runs them one after the other, as if each had been its own call; where
-        one raised, the rest are still read (to keep the pipe in step, unless the worker died) and
-        ``(index, exception)`` of the first that raised comes as :class:`_PartRaised`. Every request
-        is written before any answer is read, so parts carry small arguments (a pipe holds 64 KiB)."""
+    def _call_parts(self, parts: list[tuple[str, str, tuple[Any, ...]]], timeout_s: float) -> list[Any]:
+        """Send every part ``(name, op, args)``, then read their answers in order, each within
+        ``timeout_s``: what each returned. The child runs them one after the other, as if each had
+        been its own call; where one raised, the rest are still read (to keep the pipe in step,
+        unless the worker died) and the first that raised comes as :class:`PartFailed` with its name.
+        Every request is written before any answer is read, so parts carry small arguments (a pipe
+        holds 64 KiB)."""
         with self._lock:
-            op0, args0 = parts[0]
+            _, op0, args0 = parts[0]
             proc = self._ready(op0, args0)
             drops = self._take_drops(op0)
-            for k, (op, args) in enumerate(parts):
+            for k, (_, op, args) in enumerate(parts):
                 self._send(proc, op, args, drops if k == 0 else None)
             values: list[Any] = []
-            first: tuple[int, Exception] | None = None
-            for k, (op, args) in enumerate(parts):
+            failed: PartFailed | None = None
+            for name, op, args in parts:
                 try:
                     values.append(self._receive(proc, op, args, timeout_s))
                 except Exception as e:  # noqa: BLE001 - handed to the caller with the part that raised
-                    first = first or (k, e)
+                    failed = failed or PartFailed(name, e)
                     if self._box[0] is not proc:  # the worker died or was cut: nothing more to read
                         break
-            if first is not None:
-                raise _PartRaised(*first)
+            if failed is not None:
+                raise failed from failed.error
             return values
 
     def _exchange(
@@ -873,15 +864,16 @@ class WorkerMatcher:
         with b._lock:
             b._check_generation(self._generation, "fork")
             mid = next(b._parent_ids)
+            parts = [
+                ("fork", "call", (self._mid, "fork_as", (mid,))),
+                ("accept", "call", (mid, "accept", (int(token_id),))),
+            ]
             try:
-                (optional, outcome) = b._call_parts(
-                    [("call", (self._mid, "fork_as", (mid,))), ("call", (mid, "accept", (int(token_id),)))],
-                    b.timeout_s,
-                )
-            except _PartRaised as e:
-                if e.index > 0:  # the fork exists in the child: drop it with the next request
+                optional, outcome = b._call_parts(parts, b.timeout_s)
+            except PartFailed as e:
+                if e.operation == "accept":  # the fork exists in the child: drop it with the next request
                     b._drop(self._generation, 1, mid)
-                raise PartFailed(("fork", "accept")[e.index], e.error) from e.error
+                raise
         return WorkerMatcher(b, self._generation, mid, optional), outcome
 
     def __getattr__(self, name: str) -> Any:

@@ -63,11 +63,12 @@ class Clock:
     def engine_enter(self) -> None:
         if not self._in_engine:
             self._charge(self.own)
-            self.calls[self._stack[-1] if self._stack else self.base] += 1
+            self.count_call()
         self._in_engine += 1
 
     def count_call(self) -> None:
-        """Count one more engine call in the phase on top (a second call made in the same trip)."""
+        """Count one engine call in the phase on top (``engine_enter`` counts its own; a caller that
+        makes a second call in the same trip counts that one)."""
         self.calls[self._stack[-1] if self._stack else self.base] += 1
 
     def engine_leave(self) -> None:
