@@ -37,6 +37,13 @@ class Lexeme(Protocol):
     def is_final(self, state: Hashable) -> bool: ...
 
 
+def _table_key(table: array, finals: frozenset[int]) -> Hashable:
+    """A ByteDFA's key: a digest of its canonical table and final states."""
+    h = hashlib.sha256(table.tobytes())
+    h.update(repr(sorted(finals)).encode())
+    return ("dfa", h.hexdigest())
+
+
 class ByteDFA:
     """A trim, minimal, canonically numbered DFA over bytes.
 
@@ -53,9 +60,7 @@ class ByteDFA:
         self._table = table
         self._finals = finals
         self._nstates = nstates
-        h = hashlib.sha256(table.tobytes())
-        h.update(repr(sorted(finals)).encode())
-        self._key = ("dfa", h.hexdigest())
+        self._key = _table_key(table, finals)
         self._live_bytes: list[bytes | None] | None = None
         self._onward_bytes: list[frozenset[int]] | None = None
 
@@ -128,6 +133,30 @@ class ByteDFA:
     @classmethod
     def byte_set(cls, allowed: Iterable[int]) -> ByteDFA:
         return cls.build({0: dict.fromkeys(allowed, 1)}, 0, [1])
+
+    def residual_key(self, state: int, cap: int) -> Hashable | None:
+        """The :attr:`key` of the ByteDFA of the language read from ``state`` (what :meth:`build` of
+        this DFA's transitions with ``state`` as the start gives), or None when more than ``cap`` states
+        are reachable from it. This DFA is trim and minimal, so the states reachable from ``state`` are
+        too, and renumbered in breadth-first order from it, bytes increasing, they are that DFA's
+        table: two states of any DFAs share this key exactly when they read the same language. A test
+        compares it with :meth:`build`."""
+        table = self._table
+        order = {state: 0}
+        queue = [state]
+        for s in queue:
+            for t in dict.fromkeys(table[s * 256 : (s + 1) * 256]):  # in order of first occurrence
+                if t != DEAD and t not in order:
+                    if len(order) == cap:
+                        return None
+                    order[t] = len(order)
+                    queue.append(t)
+        finals = frozenset(order[s] for s in queue if s in self._finals)
+        order[DEAD] = DEAD
+        out = array("i")
+        for s in queue:
+            out.extend(map(order.__getitem__, table[s * 256 : (s + 1) * 256]))
+        return _table_key(out, finals)
 
     def reads_byte(self, byte: int) -> bool:
         """Some state has a transition on ``byte``."""

@@ -37,8 +37,8 @@ faster path below is checked against it by property tests (``tests/test_masks.py
 
    A table is built by a walk from the root through the DFA's own table when few first bytes are
    live (a key), else level by level with numpy, finishing in such a walk once few subtrees are
-   live; a first byte's subtree already run to the same DFA state by another table of that DFA is
-   reused rather than run again.
+   live; a first byte's subtree already run, by any table, to a DFA state reading the same
+   language (``ByteDFA.residual_key``) is reused rather than run again.
 
    ``mask(s)`` is the OR of the accepted sets of all distinct tops, plus the uncertain tokens the
    restricted walk finds alive. Tables are keyed by ``(lexeme.key, q)``, so grammars compiled for the
@@ -52,7 +52,7 @@ faster path below is checked against it by property tests (``tests/test_masks.py
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -189,9 +189,13 @@ def num_words(vocab_size: int) -> int:
 
 def pack_ids(ids: Any, vocab_size: int) -> np.ndarray:
     """int32 bitmask ``[ceil(V/32)]`` with the bits of ``ids`` set (xgrammar's layout)."""
-    w = num_words(vocab_size)
-    bits = np.zeros(w * 32, dtype=np.bool_)
+    bits = np.zeros(num_words(vocab_size) * 32, dtype=np.bool_)
     bits[np.asarray(ids, dtype=np.int64)] = True
+    return _pack_bits(bits)
+
+
+def _pack_bits(bits: np.ndarray) -> np.ndarray:
+    """int32 words from one flag per token, 32 per word (a multiple of 32 flags)."""
     return np.packbits(bits, bitorder="little").view(_LE_I4).astype(np.int32, copy=False)
 
 
@@ -316,6 +320,17 @@ class TokenTrie:
         mark[nodes] = True
         return self.tok_ids[mark[self.tok_node]]
 
+    def pack_ids(self, ids: Any) -> np.ndarray:
+        """:func:`pack_ids` over this vocabulary."""
+        return pack_ids(ids, self.vocab_size)
+
+    def pack_flags(self, flags: np.ndarray) -> np.ndarray:
+        """The bitmask of the tokens whose flag is set, ``flags`` in token order: ``pack_ids`` of
+        ``tok_ids[flags]``, scattered without gathering the ids first."""
+        bits = np.zeros(self.num_words * 32, dtype=np.bool_)
+        bits[self.tok_ids] = flags
+        return _pack_bits(bits)
+
     def child(self, node: int, byte: int) -> int:
         """The child of ``node`` (``-1``: the root) labelled ``byte``, or ``-1``."""
         j = node + 1
@@ -379,6 +394,14 @@ class _LexTable:
         return int(self.accepted.nbytes) + 64 * len(self.uncertain) + 64
 
 
+#: ``_LexemeTables._build_shared`` names the language of a DFA state by its own ByteDFA's key
+#: (:meth:`ByteDFA.residual_key`) when at least this many first bytes lead to it and at most
+#: :data:`_RESIDUAL_CAP` states are reachable from it (a search costs about 10 us per state): the "rest of
+#: any string" state of a key DFA, not the few states of known keys' first letters.
+_SHARED_FIRSTS = 4
+_RESIDUAL_CAP = 32
+
+
 class _LexemeTables:
     """Per ``(ByteDFA key, DFA state)`` token classes over one trie, in an LRU bounded by bytes."""
 
@@ -394,6 +417,7 @@ class _LexemeTables:
         self._alphabets: dict[frozenset[int], tuple[list[int], list[int], np.ndarray, np.ndarray]] = {}
         self._parts: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}  # see _build_shared
         self._parts_bytes = 0
+        self._languages: dict[tuple[Hashable, int], Hashable] = {}  # see _language
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
         return self._lookup((dfa.key, q), lambda: self._build(dfa, q))
@@ -424,13 +448,13 @@ class _LexemeTables:
             raw = dfa._table  # the package's own DFA: read its table directly
             nxt = np.frombuffer(raw, dtype=np.int32) if raw.itemsize == 4 else np.asarray(raw.tolist())
             nxt = nxt.reshape(-1, 256)
-            finals = np.zeros(dfa.num_states, dtype=np.int32)
-            finals[list(dfa.finals)] = 1
-            dies = nxt < 0
-            to = 2 * (nxt + 1)
+            final1 = np.zeros(dfa.num_states + 1, dtype=np.int32)  # by state + 1 (0: dead)
+            final1[[s + 1 for s in dfa.finals]] = 1
+            nxt1 = nxt.astype(np.int32) + 1  # 0 where the DFA dies
+            to = 2 * nxt1  # 0 where it dies
             table = np.zeros((2 * (dfa.num_states + 1), 256), dtype=np.int32)
-            table[2::2] = np.where(dies, 0, to + finals[np.maximum(nxt, 0)])  # nothing passed yet
-            table[3::2] = np.where(dies, 0, to + 1)  # a final state was passed
+            table[2::2] = to + final1[nxt1]  # nothing passed yet: passed if the next state is final
+            table[3::2] = to + (nxt1 > 0)  # a final state was passed
             codes = table.reshape(-1)
             if codes.nbytes <= self.max_bytes // 4:
                 if self._codes_bytes + codes.nbytes > self.max_bytes // 4:
@@ -455,28 +479,34 @@ class _LexemeTables:
             codes = [2 * (t + 1) + (t in dfa.finals) for _, t in tops]
             found = self._walk_codes(dfa, walked[:], codes, walked, few_nodes)
             if found is not None:
-                return self._table(trie.ids_at(walked), np.asarray(found, dtype=np.int64))
+                return self._table(trie.pack_ids(trie.ids_at(walked)), np.asarray(found, dtype=np.int64))
         table = self._codes(dfa)
         code1 = table[((2 * (q + 1)) << 8) | trie.level_label[1]] if trie.max_depth else np.zeros(0, np.int32)
         if share:
             return self._build_shared(dfa, table, code1, few_nodes)
         alive_at, roots = self._levels(dfa, table, code1, few_nodes)
-        return self._table(trie.tok_ids[alive_at[trie.tok_level_pos]], roots)
+        return self._table(trie.pack_flags(alive_at[trie.tok_level_pos]), roots)
 
     def _build_shared(self, dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few_nodes: int) -> _LexTable:
         """:meth:`_levels` over the first-byte subtrees not run before. The classes of the tokens
-        under depth-1 node ``k`` depend only on the DFA and its code there (its state, and whether
-        that state is final): each such subtree's accepted flags and uncertain roots are kept under
-        ``(dfa.key, code, k)``, and a later state of the same DFA whose first byte leads to the same
-        state reuses them (a key DFA that admits unknown keys: from most of its states, most bytes
-        lead to the one "rest of any string" state)."""
+        under depth-1 node ``k`` depend only on the language the DFA reads from its state there
+        (which says whether that state is final: the empty string is in it): each such subtree's
+        accepted flags and uncertain roots are kept under ``(language, k)``, and a later table reuses
+        them (a key DFA that admits unknown keys: from most of its states, most bytes lead to the one
+        "rest of any string" state, which reads the same language in every such DFA). The language
+        is named by
+        :meth:`ByteDFA.residual_key` for a state most first bytes lead to (:meth:`_language`), else
+        by the DFA and the state."""
         trie = self.trie
         run = code1.copy()
         fresh: list[tuple[int, Hashable]] = []  # depth-1 positions run now, with their keys
         kept: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
-        for k, c in enumerate(code1.tolist()):
+        codes = code1.tolist()
+        counts = Counter(codes)
+        langs = {c: self._language(dfa, c // 2 - 1, n >= _SHARED_FIRSTS) for c, n in counts.items() if c}
+        for k, c in enumerate(codes):
             if c:
-                key = (dfa.key, c, k)
+                key = (langs[c], k)
                 part = self._parts.get(key)
                 if part is None:
                     fresh.append((k, key))
@@ -495,7 +525,21 @@ class _LexemeTables:
         for k, (alive_part, roots_part) in kept:
             alive_tok[lo[k] : hi[k]] = alive_part
             parts.append(roots_part)
-        return self._table(trie.tok_ids[alive_tok], np.concatenate(parts) if kept else roots)
+        return self._table(trie.pack_flags(alive_tok), np.concatenate(parts) if kept else roots)
+
+    def _language(self, dfa: ByteDFA, state: int, canonical: bool) -> Hashable:
+        """A name for the language ``dfa`` reads from ``state``: with ``canonical``, the key of its own
+        ByteDFA when at most :data:`_RESIDUAL_CAP` states are reachable (the same name in every DFA that
+        reads it); else, or past the cap, the DFA and the state. Cached per DFA state."""
+        if not canonical:
+            return (dfa.key, state)
+        got = self._languages.get((dfa.key, state))
+        if got is None:
+            got = dfa.residual_key(state, _RESIDUAL_CAP) or (dfa.key, state)
+            if len(self._languages) >= 1 << 16:
+                self._languages.clear()
+            self._languages[(dfa.key, state)] = got
+        return got
 
     def _keep_part(self, key: Hashable, part: tuple[np.ndarray, np.ndarray]) -> None:
         """Keep one subtree's classes; all are dropped when they would pass a quarter of the budget."""
@@ -621,7 +665,8 @@ class _LexemeTables:
         alive, roots, passed_alive = self._walk_lexeme(lexeme, q, sub, sub_skip)
         extra = outside[np.isin(outside_parent, np.asarray(passed_alive, dtype=np.int64))]
         return self._table(
-            self.trie.ids_at(alive), np.concatenate([np.asarray(roots, dtype=np.int64), extra])
+            self.trie.pack_ids(self.trie.ids_at(alive)),
+            np.concatenate([np.asarray(roots, dtype=np.int64), extra]),
         )
 
     def _alphabet_subtrie(
@@ -654,7 +699,7 @@ class _LexemeTables:
         :meth:`_build_lexeme` is checked against."""
         trie = self.trie
         alive, roots, _ = self._walk_lexeme(lexeme, q, range(trie.num_nodes), trie.skip_l)
-        return self._table(trie.ids_at(alive), np.asarray(roots, dtype=np.int64))
+        return self._table(trie.pack_ids(trie.ids_at(alive)), np.asarray(roots, dtype=np.int64))
 
     def _walk_lexeme(
         self, lexeme: Any, q: Hashable, nodes: Sequence[int], skip_to: Sequence[int]
@@ -689,12 +734,11 @@ class _LexemeTables:
             k += 1
         return alive, roots, passed_alive
 
-    def _table(self, accepted_ids: np.ndarray, roots: np.ndarray) -> _LexTable:
-        """A table from the tokens the lexeme reads entirely (accepted) and the roots of the subtrees
+    def _table(self, accepted: np.ndarray, roots: np.ndarray) -> _LexTable:
+        """A table from the tokens the lexeme reads entirely (accepted, a bitmask) and the roots of the subtrees
         where it died after passing a final state (uncertain: walked with the parser, with the
         ancestors the walk must pass through)."""
         trie = self.trie
-        accepted = pack_ids(accepted_ids, trie.vocab_size)
         intervals: list[tuple[int, int]] = []
         n_unc = 0
         if roots.size:
@@ -724,6 +768,7 @@ class _LexemeTables:
         self._alphabets.clear()
         self._parts.clear()
         self._parts_bytes = 0
+        self._languages.clear()
         self.bytes = 0
 
 

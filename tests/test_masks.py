@@ -567,28 +567,93 @@ def byte_dfas(draw: st.DrawFn) -> tuple[ByteDFA, int]:
 @settings(max_examples=150)  # cheap examples; a final state passed mid-token is not a common draw
 @given(
     dfa_q=byte_dfas(),
+    second=byte_dfas(),
     which=st.sampled_from(VOCAB_NAMES),
     few_nodes=st.sampled_from([0, 40, 10**9]),
     share=st.booleans(),
     other=st.integers(0, 5),
 )
 def test_dfa_tables_are_the_walks(
-    dfa_q: tuple[ByteDFA, int], which: str, few_nodes: int, share: bool, other: int
+    dfa_q: tuple[ByteDFA, int],
+    second: tuple[ByteDFA, int],
+    which: str,
+    few_nodes: int,
+    share: bool,
+    other: int,
 ) -> None:
     """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse,
     and finishes few live subtrees by a walk over codes (never with ``few_nodes=0``, as soon as at
-    most 64 nodes are live with ``10**9``); with ``share`` a second state of the same DFA reuses the
-    first-byte subtrees the first one ran to the same DFA state. The plain preorder walk of the whole
-    trie through the same DFA (``_build_lexeme_walk``) is the definition: the same accepted tokens,
-    uncertain intervals and count, for both states."""
-    dfa, q = dfa_q
+    most 64 nodes are live with ``10**9``); with ``share`` a later table reuses the first-byte
+    subtrees an earlier one ran to a state of the same language: a second state of the same DFA,
+    then a state of another DFA (random DFAs share small languages, e.g. a final state with no
+    transitions). The plain preorder walk of the whole trie through the same DFA
+    (``_build_lexeme_walk``) is the definition: the same accepted tokens, uncertain intervals and
+    count, for all three."""
+    first, q = dfa_q
     tables = token_trie(vocabularies()[which]).lexeme_tables
     tables.clear()
-    for state in (q, other % dfa.num_states):
+    for dfa, state in ((first, q), (first, other % first.num_states), second):
         fast, slow = tables._build(dfa, state, few_nodes, share), tables._build_lexeme_walk(dfa, state)
         assert fast.accepted.tobytes() == slow.accepted.tobytes()
         assert fast.uncertain == slow.uncertain
         assert fast.num_uncertain == slow.num_uncertain
+
+
+def test_dfa_tables_share_subtrees_across_dfas_of_one_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two key DFAs that admit unknown keys read the same "rest of any string" language after most
+    first bytes: the second one's first table runs only the subtrees of its own known key's letter,
+    reusing the others from the first, and both are the walks."""
+    trie = token_trie(vocabularies()["byte-level-bpe:bpe"])
+    tables = trie.lexeme_tables
+    tables.clear()
+    letters = [b for b in _DFA_BYTES if b not in b'"\\']
+
+    def key_dfa(known: bytes) -> ByteDFA:
+        # '"' (known | letters not starting with known + a letter) '"': state 1 is after the quote.
+        trans: dict[int, dict[int, int]] = {0: {ord('"'): 1}, 90: dict.fromkeys(letters, 90)}
+        trans[90][ord('"')] = 99
+        for i, b in enumerate(known):
+            here = 1 if i == 0 else 1 + i
+            trans[here] = {**dict.fromkeys(letters, 90), b: 2 + i, ord('"'): 99}
+        trans[1 + len(known)] = {ord('"'): 99}  # the known key ends here
+        return ByteDFA.build(trans, 0, [99])
+
+    first, second = key_dfa(b"no"), key_dfa(b"ab")
+    ran: list[int] = []
+    levels = tables._levels
+
+    def counting(
+        dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        ran.append(int(np.count_nonzero(code1)))
+        return levels(dfa, table, code1, few)
+
+    monkeypatch.setattr(tables, "_levels", counting)
+    for dfa in (first, second):
+        q = dfa.step(0, ord('"'))
+        assert q is not None
+        fast = tables._build(dfa, q, few_nodes=0)
+        slow = tables._build_lexeme_walk(dfa, q)
+        assert (fast.accepted.tobytes(), fast.uncertain) == (slow.accepted.tobytes(), slow.uncertain)
+    in_trie = [b for b in first.live_bytes(1) if trie.root_child[b] >= 0]
+    assert ran[0] == len(in_trie) > 20
+    # The second runs 'a' (its known key), 'n' (the first DFA's known key: never run to the rest
+    # there) and '"' (one byte leads to the final state: named by its DFA, not shared); every other
+    # letter leads to the "rest of any string" language, run by the first DFA.
+    assert ran[1] == len([b for b in b'an"' if trie.root_child[b] >= 0]) == 3
+
+
+@settings(max_examples=80)
+@given(dfa_q=byte_dfas(), cap=st.integers(1, 8))
+def test_residual_key_is_the_key_of_the_dfa_built_from_the_state(
+    dfa_q: tuple[ByteDFA, int], cap: int
+) -> None:
+    """``ByteDFA.residual_key`` names the language read from a state by the key of the ByteDFA
+    :meth:`ByteDFA.build` gives from that state, or None past ``cap`` reachable states."""
+    dfa, q = dfa_q
+    built = ByteDFA.build(dfa.transitions(), q, dfa.finals)
+    got = dfa.residual_key(q, cap)
+    assert got == (built.key if built.num_states <= cap else None)
 
 
 @settings(max_examples=60)
