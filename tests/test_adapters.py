@@ -359,7 +359,8 @@ class ToyBackend(ReferenceBackend):
 
 
 class _PartsMatcher(_Wrapped):
-    """A reference matcher whose ``accept`` raises on ``!`` and whose ``fork`` raises after two tokens."""
+    """A reference matcher whose ``accept`` raises on ``!``, whose ``fork`` raises after two tokens and
+    whose ``mask`` raises after a ``z``; ``masks_asked()``: the masks its backend was asked for."""
 
     def accept(self, token_id: int) -> Any:
         if token_id == ord("!"):
@@ -370,6 +371,15 @@ class _PartsMatcher(_Wrapped):
         if self.inner.num_accepted == 2:
             raise ValueError("toy fork bug")
         return super().fork()
+
+    def mask(self) -> np.ndarray:
+        self.backend.masks = getattr(self.backend, "masks", 0) + 1
+        if self.inner.accepted_ids()[-1:] == [ord("z")]:
+            raise ValueError("toy mask bug")
+        return super().mask()
+
+    def masks_asked(self) -> int:
+        return int(getattr(self.backend, "masks", 0))
 
 
 class PartsBackend(_Toy):
@@ -413,6 +423,64 @@ def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
         assert isinstance(child.accept(ord("b")), Accepted)  # and the worker answers on
 
 
+def test_worker_accept_mask_is_accept_then_mask_unless_rejected_in_one_round_trip(
+    byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``accept_mask`` and ``fork_accept_mask`` send their parts together: the outcome, fork and mask
+    are those of the calls one by one; after a rejection (or a raising accept) no mask reaches the
+    engine; a part that raises is named, and a fork whose later part raised is dropped."""
+    spec = Regex("[a-z!]*")
+    local = ReferenceBackend()
+    ref = local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
+    with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
+        compiled = w.compile(spec, byte_vocab)
+        m = w.matcher(compiled)  # type: ignore[arg-type]
+        sent: list[str] = []
+        send = w._send
+
+        def spy(proc: Any, op: str, args: Any, drops: Any) -> None:
+            sent.append(args[1] if op == "call" else op)
+            send(proc, op, args, drops)
+
+        monkeypatch.setattr(w, "_send", spy)
+        asked = m._call("masks_asked")
+        outcome, masked = m.accept_mask(ord("a"))
+        ref.accept(ord("a"))
+        assert isinstance(outcome, Accepted) and masked is not None and masked[1] >= 0
+        np.testing.assert_array_equal(masked[0], ref.mask())
+        assert m._call("masks_asked") == asked + 1
+        child, outcome, masked = m.fork_accept_mask(ord("b"))
+        assert isinstance(outcome, Accepted) and masked is not None
+        np.testing.assert_array_equal(m.mask(), ref.mask())  # the parent did not move
+        fork_ref = ref.fork()
+        fork_ref.accept(ord("b"))
+        np.testing.assert_array_equal(masked[0], fork_ref.mask())
+        np.testing.assert_array_equal(child.mask(), fork_ref.mask())
+        asked = m._call("masks_asked")
+        sent.clear()
+        outcome, masked = m.accept_mask(ord("A"))
+        assert outcome == m.accept(ord("A")) and isinstance(outcome, Rejected) and masked is None
+        assert sent == ["accept", "mask_if_accepted", "accept"]
+        rejected_fork, outcome, masked = m.fork_accept_mask(ord("A"))
+        assert isinstance(outcome, Rejected) and masked is None
+        del rejected_fork
+        with pytest.raises(PartFailed) as accept_fault:
+            m.accept_mask(ord("!"))
+        assert accept_fault.value.operation == "accept"
+        assert m._call("masks_asked") == asked  # no mask after a rejection or a raising accept
+        with pytest.raises(PartFailed) as mask_fault:
+            m.fork_accept_mask(ord("z"))
+        assert mask_fault.value.operation == "mask" and "toy mask bug" in str(mask_fault.value.error)
+        with pytest.raises(PartFailed) as mask_fault:
+            child.accept_mask(ord("z"))
+        assert mask_fault.value.operation == "mask"
+        assert w._call("census", (), 20) == (1, 2)  # m and child: the fork whose mask raised is gone
+        assert isinstance(m.accept(ord("c")), Accepted)
+        with pytest.raises(PartFailed) as fork_fault:  # two tokens in m: fork raises
+            m.fork_accept_mask(ord("c"))
+        assert fork_fault.value.operation == "fork"
+
+
 def test_guarded_fork_accept_faults_and_counts_as_the_two_calls(byte_vocab: tm.Vocabulary) -> None:
     from props.checks.clock import Clock, running
     from props.checks.invariants import BackendFault, Guarded
@@ -434,6 +502,41 @@ def test_guarded_fork_accept_faults_and_counts_as_the_two_calls(byte_vocab: tm.V
             with pytest.raises(BackendFault) as fork_fault:
                 m.fork_accept(ord("c"))
             assert fork_fault.value.operation == "fork"
+
+
+def test_guarded_accept_mask_faults_and_counts_as_the_calls_that_ran(byte_vocab: tm.Vocabulary) -> None:
+    """``Guarded.accept_mask`` and ``fork_accept_mask``, fused in a worker and one by one in this
+    process: the same outcomes and masks, faults named by the part that raised, and the engine calls
+    counted as those that ran (no mask after a rejection)."""
+    from props.checks.clock import Clock, running
+    from props.checks.invariants import BackendFault, Guarded
+
+    spec = Regex("[a-z!]*")
+    local = PartsBackend()
+    ref = ReferenceBackend()
+    expected = ref.matcher(ref.compile(spec, byte_vocab))  # type: ignore[arg-type]
+    expected.accept(ord("a"))
+    with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
+        for inner in (w.matcher(w.compile(spec, byte_vocab)), local.matcher(local.compile(spec, byte_vocab))):  # type: ignore[arg-type]
+            m = Guarded(inner)
+            with running(Clock()) as clock:
+                child, outcome, masked = m.fork_accept_mask(ord("a"))
+            assert isinstance(outcome, Accepted) and clock.calls["other"] == 3 and masked is not None
+            np.testing.assert_array_equal(np.asarray(masked[0]), expected.mask())
+            with running(Clock()) as clock:
+                outcome, masked = m.accept_mask(ord("A"))
+            assert isinstance(outcome, Rejected) and masked is None and clock.calls["other"] == 1
+            with running(Clock()) as clock:
+                _, outcome, masked = m.fork_accept_mask(ord("A"))
+            assert isinstance(outcome, Rejected) and masked is None and clock.calls["other"] == 2
+            with running(Clock()) as clock:
+                outcome, masked = child.accept_mask(ord("b"))
+            assert isinstance(outcome, Accepted) and masked is not None and clock.calls["other"] == 2
+            for token, part in ((ord("!"), "accept"), (ord("z"), "mask")):
+                with running(Clock()) as clock, pytest.raises(BackendFault) as fault:
+                    m.accept_mask(token)
+                assert fault.value.operation == part
+                assert clock.calls["other"] == (1 if part == "accept" else 2)
 
 
 def test_worker_proxies_the_reference(byte_vocab: tm.Vocabulary) -> None:

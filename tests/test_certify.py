@@ -285,6 +285,29 @@ class CrashOnThirdAccept(_Toy):
     matcher_class = _CrashOnThirdAccept
 
 
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_mask_crash_names_the_prefix_it_came_after(
+    tmp_path: Path, byte: tm.Vocabulary, isolate: bool
+) -> None:
+    """``mask()`` raising after three tokens is a crash finding after exactly those three, with no
+    token being accepted: in this process, and in a worker, where the walks fetch the next mask
+    with each accept (one round trip) and the failure arrives with the accept."""
+    report = certify(
+        "tests._toys:CrashAfterThree",
+        tokenizers=[byte],
+        corpus=(),
+        cases=SMALL[:2],
+        examples=2,
+        isolate=isolate,
+        out=tmp_path,
+    )
+    # (A crash that ends a case outside a walk, e.g. in a serving check, carries no prefix.)
+    walked = [f for f in report.findings if f.invariant == "crash" and f.prefix_ids]
+    assert walked, [f.message for f in report.findings]
+    for f in walked:
+        assert len(f.prefix_ids) == 3 and f.token_id is None and f.message.startswith("mask:"), f
+
+
 def test_an_accept_crash_names_the_prefix_and_the_token(tmp_path: Path, byte: tm.Vocabulary) -> None:
     """A crash finding replays exactly: the ids accepted before it and the token being accepted."""
     report = certify(

@@ -21,6 +21,11 @@ default (:func:`default_spin_us`) a worker spins only when the machine has two c
 worker pair running here: :func:`share_cores` tells it how many run at once (``maskcert``'s local
 shards; a test session under pytest-xdist sets ``MASKCERT_WORKER_SPIN_US``).
 
+Calls that always go together travel together (:meth:`WorkerBackend._call_parts`: every request
+written, then every answer read): ``fork_accept``, and ``accept_mask`` / ``fork_accept_mask``, whose
+mask part the child computes only when the accept just before it returned an outcome other than a
+rejection (``_Child.handle``), so the engine gets exactly the calls it would get one by one.
+
 A handle the parent no longer holds (a matcher garbage-collected) is dropped in the child with the
 next request: each request carries the ids dropped since the last one, and the child forgets them
 before it answers (a message of its own would cost a round trip, as much as the call it precedes).
@@ -68,6 +73,7 @@ import threading
 import time
 import traceback
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import IO, TYPE_CHECKING, Any, NoReturn
@@ -296,12 +302,16 @@ class _Child:
         self.matchers: dict[int, Any] = {}
         self.vocabularies: dict[str, Any] = {}
         self.next_id = 1
+        self.accepted = False  # see handle
 
     def _new_id(self) -> int:
         self.next_id += 1
         return self.next_id
 
     def handle(self, op: str, args: tuple[Any, ...]) -> Any:
+        # Whether the request just before this one was an accept that returned an outcome other
+        # than a rejection (``mask_if_accepted`` reads it); any other request, or a raise, clears it.
+        accepted, self.accepted = self.accepted, False
         if op == "start":
             from props.backends import load_backend
 
@@ -334,6 +344,16 @@ class _Child:
             if method == "fork_as":  # under an id the parent chose (WorkerMatcher.fork_accept)
                 (new_id,) = margs
                 return self._register(m.fork(), new_id)[1]
+            if method == "mask_if_accepted":  # WorkerMatcher.accept_mask: the mask, timed here, or None
+                if not accepted:
+                    return None
+                t0 = time.perf_counter()
+                mask = m.mask()
+                return mask, (time.perf_counter() - t0) * 1000
+            if method == "accept":
+                outcome = m.accept(*margs)
+                self.accepted = type(outcome).__name__ != "Rejected"
+                return outcome
             return getattr(m, method)(*margs)
         if op == "drop":
             compiled_ids, matcher_ids = args
@@ -805,10 +825,14 @@ class WorkerBackend:
 
 def _operation(op: str, args: tuple[Any, ...]) -> str:
     """What a request does, in the words of the Backend protocol: ``compile``, or the matcher method
-    of a ``call`` (``mask``, ``accept``, ...)."""
+    of a ``call`` (``mask``, ``accept``, ...; the parts of combined calls by the method they run)."""
     if op == "call" and len(args) > 1:
-        return str(args[1])
+        return _PART_METHODS.get(str(args[1]), str(args[1]))
     return op
+
+
+#: The worker's own call methods for the parts of combined calls, and the method each one runs.
+_PART_METHODS = {"fork_as": "fork", "mask_if_accepted": "mask"}
 
 
 def _remote_handle(compiled: Compiled, method: str) -> RemoteHandle:
@@ -860,21 +884,55 @@ class WorkerMatcher:
         """``fork()``, then ``accept(token_id)`` on the fork, in one round trip: the fork takes an id
         the parent chose (negative: the child numbers its own from 1 up), so the accept can name it
         before the fork has answered. A part that raises comes as :class:`PartFailed` naming it."""
+        child, (outcome,) = self._fork_then(
+            lambda mid: [("accept", "call", (mid, "accept", (int(token_id),)))]
+        )
+        return child, outcome
+
+    def _fork_then(
+        self, parts_of: Callable[[int], list[tuple[str, str, tuple[Any, ...]]]]
+    ) -> tuple[WorkerMatcher, list[Any]]:
+        """A fork under an id chosen here, then ``parts_of(id)`` on it, in one round trip: the fork and
+        what the parts returned. A fork whose later part raised is dropped, as its handle would be."""
         b = self._backend
         with b._lock:
             b._check_generation(self._generation, "fork")
             mid = next(b._parent_ids)
-            parts = [
-                ("fork", "call", (self._mid, "fork_as", (mid,))),
-                ("accept", "call", (mid, "accept", (int(token_id),))),
-            ]
             try:
-                optional, outcome = b._call_parts(parts, b.timeout_s)
+                optional, *rest = b._call_parts(
+                    [("fork", "call", (self._mid, "fork_as", (mid,))), *parts_of(mid)], b.timeout_s
+                )
             except PartFailed as e:
-                if e.operation == "accept":  # the fork exists in the child: drop it with the next request
+                if e.operation != "fork":  # the fork exists in the child: drop it with the next request
                     b._drop(self._generation, 1, mid)
                 raise
-        return WorkerMatcher(b, self._generation, mid, optional), outcome
+        return WorkerMatcher(b, self._generation, mid, optional), rest
+
+    def accept_mask(self, token_id: int) -> tuple[TokenOutcome, tuple[np.ndarray, float] | None]:
+        """``accept(token_id)``, then ``mask()`` unless the accept rejected it, in one round trip: the
+        outcome, and the mask with the milliseconds the worker took to compute it (None after a
+        rejection: no mask was asked of the engine). The engine gets the calls it would get one by
+        one; a part that raises comes as :class:`PartFailed` naming it."""
+        b = self._backend
+        with b._lock:
+            b._check_generation(self._generation, "accept")
+            outcome, masked = b._call_parts(self._accept_mask_parts(self._mid, token_id), b.timeout_s)
+        return outcome, _masked(masked)
+
+    def fork_accept_mask(
+        self, token_id: int
+    ) -> tuple[WorkerMatcher, TokenOutcome, tuple[np.ndarray, float] | None]:
+        """:meth:`fork_accept`, then the fork's ``mask()`` unless the accept rejected it
+        (:meth:`accept_mask`), in one round trip."""
+        child, (outcome, masked) = self._fork_then(lambda mid: self._accept_mask_parts(mid, token_id))
+        return child, outcome, _masked(masked)
+
+    @staticmethod
+    def _accept_mask_parts(mid: int, token_id: int) -> list[tuple[str, str, tuple[Any, ...]]]:
+        return [
+            ("accept", "call", (mid, "accept", (int(token_id),))),
+            ("mask", "call", (mid, "mask_if_accepted", ())),
+        ]
 
     def __getattr__(self, name: str) -> Any:
         # forced_bytes / validate exist exactly when the worker's matcher has them
@@ -884,6 +942,11 @@ class WorkerMatcher:
 
     def __repr__(self) -> str:
         return f"WorkerMatcher({self._backend.name}, generation={self._generation}, id={self._mid})"
+
+
+def _masked(answer: Any) -> tuple[np.ndarray, float] | None:
+    """The ``mask_if_accepted`` answer: the mask as an array, with the worker's milliseconds."""
+    return None if answer is None else (np.asarray(answer[0]), float(answer[1]))
 
 
 if TYPE_CHECKING:  # mypy checks that the adapter satisfies the protocols (docs/style.md §14)

@@ -247,6 +247,24 @@ class Target:
         self.timings["backend_mask_ms"].append((time.perf_counter() - t0) * 1000)
         return packed
 
+    def accept_mask(self, m: Guarded, token_id: int) -> tuple[Any, Any | None]:
+        """``m.accept(token_id)``, then ``m``'s mask as :meth:`backend_packed` returns it, unless the
+        outcome is a rejection (then None), in one round trip to a worker (:meth:`Guarded.accept_mask`)."""
+        outcome, masked = m.accept_mask(token_id)
+        return outcome, self._fetched(masked)
+
+    def fork_accept_mask(self, m: Guarded, token_id: int) -> tuple[Guarded, Any, Any | None]:
+        """:meth:`accept_mask` on a fork of ``m``: the fork, the outcome and its mask or None."""
+        child, outcome, masked = m.fork_accept_mask(token_id)
+        return child, outcome, self._fetched(masked)
+
+    def _fetched(self, masked: tuple[Any, float] | None) -> Any | None:
+        if masked is None:
+            return None
+        packed, ms = masked
+        self.timings["backend_mask_ms"].append(ms)
+        return packed
+
     def reference_packed(self, r: RefMatcher) -> np.ndarray:
         t0 = time.perf_counter()
         with clock_phase("reference masks"):
@@ -254,9 +272,9 @@ class Target:
         self.timings["reference_mask_ms"].append((time.perf_counter() - t0) * 1000)
         return packed
 
-    def compares_at(self, r: RefMatcher) -> bool:
+    def compares_at(self, r: RefMatcher, count: bool = True) -> bool:
         """Whether :func:`check_walk` compares the masks at ``r``'s state (see :data:`COMPARE_AT`);
-        each skipped step is counted in ``instances["compare/steps-forced-skipped"]``."""
+        with ``count``, a skipped step is counted (:meth:`count_skipped_step`)."""
         if self.compare_at == "every":
             return True
         if self.compare_at == "auto":
@@ -266,8 +284,13 @@ class Target:
                 return True
         if not r.forced_bytes() or r.is_accepting():
             return True  # the language branches here (or may end): compare
-        self.instances["compare/steps-forced-skipped"] += 1
+        if count:
+            self.count_skipped_step()
         return False
+
+    def count_skipped_step(self) -> None:
+        """One step where :func:`check_walk` did not compare the masks."""
+        self.instances["compare/steps-forced-skipped"] += 1
 
     def eos_of(self, bits: np.ndarray) -> bool:
         return bool(bits[self.eos].any()) if len(self.eos) else False
@@ -495,24 +518,70 @@ class Guarded:
         if fused is None:
             child = self.fork()
             return child, child.accept(token_id)
+        inner, outcome = self._fused(fused, token_id, ("fork", "accept"))
+        return Guarded(inner), outcome
+
+    def accept_mask(self, token_id: int) -> tuple[Any, tuple[Any, float] | None]:
+        """``accept(token_id)``, then ``mask()`` unless the outcome is a rejection: the outcome, and
+        the mask with the milliseconds it took (None after a rejection). The backend's
+        ``accept_mask`` where it has one (a worker's single round trip), as :meth:`fork_accept`."""
+        fused = getattr(self.inner, "accept_mask", None)
+        if fused is None:
+            outcome = self.accept(token_id)
+            return outcome, None if _rejected(outcome) else self._timed_mask()
+        outcome, masked = self._fused(fused, token_id, ("accept", "mask"), lambda r: r[1] is None)
+        return outcome, masked
+
+    def fork_accept_mask(self, token_id: int) -> tuple[Guarded, Any, tuple[Any, float] | None]:
+        """:meth:`fork_accept`, then the fork's mask unless the outcome is a rejection
+        (:meth:`accept_mask`)."""
+        fused = getattr(self.inner, "fork_accept_mask", None)
+        if fused is None:
+            child = self.fork()
+            outcome, masked = child.accept_mask(token_id)
+            return child, outcome, masked
+        inner, outcome, masked = self._fused(
+            fused, token_id, ("fork", "accept", "mask"), lambda r: r[2] is None
+        )
+        return Guarded(inner), outcome, masked
+
+    def _timed_mask(self) -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        return self.mask(), (time.perf_counter() - t0) * 1000
+
+    def _fused(
+        self,
+        fused: Callable[[int], Any],
+        token_id: int,
+        parts: tuple[str, ...],
+        last_skipped: Callable[[Any], bool] = lambda _: False,
+    ) -> Any:
+        """What a combined call of the backend (``fork_accept``, ``accept_mask``, ...) returned: faults
+        as :func:`_call` makes them, named by the part that raised (:class:`PartFailed`), and the
+        engine calls counted as the parts that ran (the last one is skipped where ``last_skipped``
+        says so of the result)."""
         clock = current_clock()
+        ran = len(parts)
         if clock is not None:
-            clock.engine_enter()
-            clock.count_call()  # the accept: engine_enter counted the fork
+            clock.engine_enter()  # counts the first part
         try:
-            inner, outcome = fused(token_id)
+            result = fused(token_id)
+            ran -= last_skipped(result)
+            return result
         except PartFailed as e:
+            ran = parts.index(e.operation) + 1
             if isinstance(e.error, AdapterFault):
                 raise e.error from None
             raise _attributed(e.operation, getattr(self.inner, e.operation), e.error) from e.error
         except AdapterFault:
             raise
         except Exception as e:  # noqa: BLE001 - as _call: anything but a typed outcome is a finding
-            raise _attributed("fork", fused, e) from e
+            raise _attributed(parts[0], fused, e) from e
         finally:
             if clock is not None:
+                for _ in range(ran - 1):
+                    clock.count_call()
                 clock.engine_leave()
-        return Guarded(inner), outcome
 
 
 # -- preparing a target ---------------------------------------------------------------------------
@@ -602,8 +671,9 @@ def _complete_with_backend(
     token that most likely closes the structure. Returns (bytes, ids, finished)."""
     ids: list[int] = []
     closing = [t.vocab.index.ids_by_bytes.get(bytes([c]), ()) for c in b'}]"0,:1tfn']
-    for _ in range(steps):
-        bits = t.backend_mask(m)
+    row = t.backend_packed(m) if steps else None
+    for k in range(steps):
+        bits = mask_bits(row, t.size)
         allowed_eos = [int(e) for e in t.eos if bits[e]]
         if allowed_eos:
             m.accept(allowed_eos[0])
@@ -614,7 +684,8 @@ def _complete_with_backend(
             if not len(allowed):
                 return t.vocab.decode(ids), ids, False
             choice = int(min(allowed, key=lambda i: (len(t.vocab.token_bytes[i] or b""), i)))
-        out = m.accept(int(choice))
+        # the next step's mask comes with the accept (one round trip to a worker)
+        out, row = t.accept_mask(m, int(choice)) if k + 1 < steps else (m.accept(int(choice)), None)
         if _rejected(out):
             return t.vocab.decode(ids), ids, False
         ids.append(int(choice))
@@ -733,8 +804,7 @@ def _search_segmentations(t: Target, data: bytes) -> bool | None:
     reach = index.reach(data)
     budget = [_SEGMENTATION_FORKS]
 
-    def dfs(m: Any, i: int) -> bool | None:
-        bits = t.backend_mask(m)
+    def dfs(m: Any, i: int, bits: np.ndarray) -> bool | None:  # bits: m's mask
         if i == len(data):
             return t.eos_of(bits)
         unknown = False
@@ -744,16 +814,17 @@ def _search_segmentations(t: Target, data: bytes) -> bool | None:
             if budget[0] <= 0:
                 return None
             budget[0] -= 1
-            child, outcome = m.fork_accept(tok)
-            if type(outcome).__name__ == "Rejected":
+            child, outcome, packed = t.fork_accept_mask(m, tok)
+            if _rejected(outcome):
                 continue
-            found = dfs(child, end)
+            found = dfs(child, end, mask_bits(packed, t.size))
             if found:
                 return True
             unknown = unknown or found is None
         return None if unknown else False
 
-    return dfs(t.matcher(), 0)
+    m = t.matcher()
+    return dfs(m, 0, t.backend_mask(m))
 
 
 def _completeness(
@@ -874,10 +945,15 @@ def compare_step(
     next_id: int | None = None,
     *,
     backend_bits: np.ndarray | None = None,
+    backend_row: Any | None = None,
 ) -> list[Finding]:
     """Compare the backend's mask with the ideal mask after ``prefix`` (both matchers there);
-    ``backend_bits``: ``m``'s mask when the caller has just fetched it (not fetched again)."""
-    bp = t.backend_packed(m) if backend_bits is None else None
+    ``backend_bits`` (unpacked) or ``backend_row`` (as :meth:`Target.backend_packed` returns it):
+    ``m``'s mask when the caller has just fetched it (not fetched again)."""
+    if backend_row is not None:
+        bp = backend_row
+    else:
+        bp = t.backend_packed(m) if backend_bits is None else None
     rp = t.reference_packed(r)
     found: list[Finding] = []
     # Every comparison checks each of these: a missing token is classified (by _completeness) as
@@ -998,15 +1074,26 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
     try:
         m = t.matcher()
         r = RefMatcher(t.reference)
+        compare = True  # compare the masks before the first token
+        row = None  # the backend's mask, fetched with the last accept when the next step compares
         for k, tok in enumerate(ids):
             at, pending = ids[:k], None
-            if k == 0 or t.compares_at(r):
-                found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok))
+            if compare:
+                found += compare_step(t, m, r, ids[:k], walk, next_id=int(tok), backend_row=row)
             ref_out = r.accept(int(tok))
             if _rejected(ref_out):
                 raise ValueError(f"walk {walk!r} is not in the language at step {k} (token {tok})")
             pending = int(tok)
-            if _rejected(m.accept(int(tok))):
+            # Whether the masks are compared after this token (always after the last), asked before
+            # the accept so that the mask comes with it; a skipped step counts only once accepted.
+            compare = k + 1 == len(ids) or t.compares_at(r, count=False)
+            try:
+                outcome, row = t.accept_mask(m, int(tok)) if compare else (m.accept(int(tok)), None)
+            except BackendFault as e:
+                if e.operation == "mask":  # the accept went through: the mask failed after it
+                    at, pending = ids[: k + 1], None
+                raise
+            if _rejected(outcome):
                 if not any(f.step == k and f.token_id == tok for f in found) and t.first_time(
                     "accept", k, tok
                 ):
@@ -1014,8 +1101,10 @@ def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = Tr
                     if f is not None:
                         found.append(f.with_(backend_verdict="accept() rejected it"))
                 return found
+            if not compare:
+                t.count_skipped_step()
         at, pending = ids, None
-        found += compare_step(t, m, r, ids, walk)
+        found += compare_step(t, m, r, ids, walk, backend_row=row)
         if end_with_eos and r.is_accepting() and len(t.eos):
             eos = int(t.eos[0])
             pending = eos
@@ -1172,9 +1261,11 @@ def adversarial_walk(
     try:
         m = t.matcher()
         r = RefMatcher(t.reference)
-        for _ in range(max_steps):
+        row = None  # the backend's mask, fetched with the last accept
+        for step in range(max_steps):
             pending = None
-            bits = t.backend_mask(m)  # one mask per step: compared, then chosen from
+            # one mask per step: compared, then chosen from
+            bits = t.backend_mask(m) if row is None else mask_bits(row, t.size)
             found += compare_step(t, m, r, ids, "adversarial", backend_bits=bits)
             allowed = np.flatnonzero(bits)
             if not len(allowed):
@@ -1191,7 +1282,15 @@ def adversarial_walk(
                 if _rejected(r.accept(tok)):
                     raise ValueError(f"token {tok} is in the reference's mask but its accept() rejects it")
             pending = tok
-            if _rejected(m.accept(tok)):
+            more = step + 1 < max_steps and tok not in t.vocab.eos_ids  # the next step asks the mask
+            try:
+                outcome, row = t.accept_mask(m, tok) if more else (m.accept(tok), None)
+            except BackendFault as e:
+                if e.operation == "mask":  # the accept went through: the mask failed after it
+                    ids.append(tok)
+                    pending = None
+                raise
+            if _rejected(outcome):
                 found.append(
                     t.finding(
                         Invariant.DETERMINISM,

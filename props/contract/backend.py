@@ -83,13 +83,15 @@ class BackendMatcher(Protocol):
     # Optional, probed with getattr by callers: ``forced_bytes() -> bytes`` (jump-forward),
     # ``validate(ids) -> int`` (longest valid prefix, no state change: speculative decoding), and
     # ``fork_accept(token_id) -> (matcher, outcome)``: ``fork()`` then ``accept`` on the fork, the
-    # same engine calls in one go (a worker's single round trip), raising :class:`PartFailed`.
+    # same engine calls in one go (a worker's single round trip), raising :class:`PartFailed`;
+    # ``accept_mask(token_id) -> (outcome, (mask, ms) | None)``: ``accept``, then ``mask()`` (timed)
+    # unless the outcome is a rejection; ``fork_accept_mask`` the same on a fork.
 
 
 class PartFailed(Exception):
-    """One part of a combined call (``fork_accept``) raised ``error``; ``operation`` names the part
-    (``"fork"`` or ``"accept"``), as if the parts had been called one by one. The parts after it did
-    not reach the engine."""
+    """One part of a combined call (``fork_accept``, ``accept_mask``, ``fork_accept_mask``) raised
+    ``error``; ``operation`` names the part (``"fork"``, ``"accept"`` or ``"mask"``), as if the parts
+    had been called one by one. The parts after it did not reach the engine."""
 
     def __init__(self, operation: str, error: Exception) -> None:
         super().__init__(f"{operation}: {type(error).__name__}: {error}")
