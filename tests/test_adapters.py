@@ -386,6 +386,42 @@ class PartsBackend(_Toy):
     matcher_class = _PartsMatcher
 
 
+def test_worker_pipe_carries_messages_whole_and_fails_typed() -> None:
+    """``_Pipe`` frames each pickled message behind its length: messages larger than a pipe's buffer
+    arrive whole and in order (read while written), a message that cannot be pickled raises before
+    anything is written, and a pipe closed inside a message or between two is an ``EOFError``."""
+    import pickle
+    import threading
+
+    from props.backends.worker import _Pipe
+
+    r, w = os.pipe()
+    reader, writer = _Pipe(r), _Pipe(w)
+    sent = [("ok", np.arange(100_000, dtype=np.int32)), ("x" * 70_000, None), ()]
+
+    def write_all() -> None:
+        for message in sent:
+            writer.send(message)
+
+    thread = threading.Thread(target=write_all)
+    thread.start()
+    got = [reader.recv() for _ in sent]
+    thread.join()
+    np.testing.assert_array_equal(got[0][1], sent[0][1])
+    assert got[1:] == sent[1:]
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # a local function does not pickle
+        writer.send(lambda: None)
+    writer.send("still in step")
+    assert reader.recv() == "still in step"
+    os.write(w, b"\x10\x00\x00\x00abc")  # a 16-byte message cut after 3
+    writer.close()
+    with pytest.raises(EOFError, match="inside a message"):
+        reader.recv()
+    with pytest.raises(EOFError):
+        reader.recv()
+    reader.close()
+
+
 def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
     byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
 ) -> None:
