@@ -132,6 +132,56 @@ def test_documented_refusals_are_noted_not_errors(byte: tm.Vocabulary, fresh_str
     assert total["valid/hypothesis-jsonschema"] == counts["valid/hypothesis-jsonschema"]
 
 
+def _rejecting_from_schema(draws: list[int]) -> Any:
+    """A hypothesis-jsonschema whose every draw is rejected by a filter (as on schemas whose ``not``
+    it cannot satisfy), counting the draws in ``draws``."""
+
+    @st.composite
+    def rejected(draw: st.DrawFn) -> Any:
+        draws.append(1)
+        return draw(st.integers().filter(lambda _: False))
+
+    def from_schema(schema: Any, **_: Any) -> st.SearchStrategy[Any]:
+        return rejected()
+
+    return from_schema
+
+
+def test_a_search_stops_drawing_instances_that_never_come(
+    monkeypatch: pytest.MonkeyPatch, byte: tm.Vocabulary, fresh_strategies: None
+) -> None:
+    """Every hypothesis-jsonschema draw rejected: the valid-walks search stops drawing after
+    ``FRUITLESS_DRAWS`` in a row, says so, and walks the corpus strings (each rejection was an invalid
+    example, hundreds of them on a real schema)."""
+    import hypothesis_jsonschema
+
+    draws: list[int] = []
+    monkeypatch.setattr(hypothesis_jsonschema, "from_schema", _rejecting_from_schema(draws))
+    report = certify("reference", tokenizers=[byte], corpus=[], cases=[OBJECT], examples=40)
+    assert report.exit_code == 0, report.data["internal_errors"]
+    assert len(draws) == props.checks.properties.FRUITLESS_DRAWS
+    [spec] = report.data["instances"]["per_spec"]
+    assert any("no usable instance in" in n for n in spec["notes"]), spec["notes"]
+
+
+def test_draw_streaks_count_misses_in_a_row_per_target_until_frozen() -> None:
+    """``DrawStreak``: misses in a row per target stop the drawing at ``FRUITLESS_DRAWS``, a usable
+    draw starts the count again, and after ``freeze`` (an example failed) nothing changes."""
+    from props.checks.properties import FRUITLESS_DRAWS, DrawStreak
+
+    streak = DrawStreak()
+    for _ in range(FRUITLESS_DRAWS - 1):
+        assert not streak.record(0, False)
+    assert streak.drawing(0) and not streak.record(0, True)  # a usable draw: the count restarts
+    ends = [streak.record(0, False) for _ in range(FRUITLESS_DRAWS)]
+    assert ends == [False] * (FRUITLESS_DRAWS - 1) + [True] and not streak.drawing(0)
+    assert streak.drawing(1)  # per target
+    for _ in range(FRUITLESS_DRAWS - 1):
+        streak.record(1, False)
+    streak.freeze()
+    assert not streak.record(1, False) and streak.drawing(1) and not streak.drawing(0)
+
+
 def test_instances_are_in_every_rendering(byte: tm.Vocabulary, tmp_path: Path) -> None:
     report = certify("reference", tokenizers=[byte], corpus=[], cases=[OBJECT], examples=4, out=tmp_path)
     md = (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -50,6 +50,8 @@ __all__ = [
     "Property",
     "invariant_properties",
     "valid_walk_property",
+    "DrawStreak",
+    "FRUITLESS_DRAWS",
     "adversarial_property",
     "invalid_property",
     "prepare_targets",
@@ -165,21 +167,41 @@ def _raise(findings: list[Finding]) -> None:
 Targets = Sequence[tuple[Target, Case]]
 
 
+#: hypothesis-jsonschema draws in a row that give no usable instance (rejected by its filters, too
+#: large for Hypothesis's buffer, or outside the language) after which a valid-walks search stops
+#: drawing them for that target. On some real schemas (``not`` under ``$ref``, JSONSchemaBench's
+#: Github_easy o1327) every draw is rejected after about 50 ms, and each rejection is an invalid
+#: example: Hypothesis went on for 459 of them (23 s) in one 8-example search.
+FRUITLESS_DRAWS = 16
+
+
 def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") -> Property:
     """A valid string of a drawn target (corpus instance or hypothesis-jsonschema instance) under a
-    drawn segmentation, masks compared at every step."""
+    drawn segmentation, masks compared at every step. After :data:`FRUITLESS_DRAWS` draws in a row
+    with no usable instance for a target, the search walks its valid strings only (noted in
+    ``t.instance_notes``), unless an example has failed: from then on nothing changes, so that
+    Hypothesis's replays of the failure draw what it drew."""
+    streak = DrawStreak()
 
     @given(st.data())
     def valid_walks(data: st.DataObject) -> None:
-        t, case = targets[data.draw(st.sampled_from(range(len(targets))), label="target")]
+        k = data.draw(st.sampled_from(range(len(targets))), label="target")
+        t, case = targets[k]
         t.fresh()
         strings = valid_strings(t, case)
         # Half the examples walk a hypothesis-jsonschema instance, the others one of the valid strings
         # (the generation costs more than the walk on real schemas: an instance is generated only to
         # be walked). Where it is refused or outside the language, one of the strings instead.
         generated = None
-        if t.spec.kind == "json_schema" and (not strings or draw_index(data, 2)):
-            generated = _from_schema(t, data)
+        if t.spec.kind == "json_schema" and streak.drawing(k) and (not strings or draw_index(data, 2)):
+            try:
+                generated = _from_schema(t, data)
+            finally:  # also when the draw ends the example (a rejection or an overrun: StopTest)
+                if streak.record(k, generated is not None):
+                    t.instance_notes.add(
+                        f"hypothesis-jsonschema: no usable instance in {FRUITLESS_DRAWS} draws in a "
+                        "row; the valid-walks search walks the valid strings only"
+                    )
         if generated is None:
             assume(strings)
         text = generated if generated is not None else draw_one(data, strings)
@@ -187,9 +209,36 @@ def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") 
         ids = segment(t, text, how, data.draw(st.randoms(use_true_random=False), label="rng"))
         assume(ids is not None)
         assert ids is not None
-        _raise(check_walk(t, ids, how))
+        try:
+            _raise(check_walk(t, ids, how))
+        except FindingFailure:
+            streak.freeze()
+            raise
 
     return Property(name, test=valid_walks)
+
+
+class DrawStreak:
+    """Per target of one search, the draws in a row that gave no usable instance; once
+    :data:`FRUITLESS_DRAWS` of them, :meth:`drawing` is False. :meth:`freeze` (an example failed)
+    stops the counting: Hypothesis replays a failure, and the replays must draw what it drew."""
+
+    def __init__(self) -> None:
+        self.misses: dict[int, int] = {}
+        self.frozen = False
+
+    def drawing(self, target: int) -> bool:
+        return self.misses.get(target, 0) < FRUITLESS_DRAWS
+
+    def record(self, target: int, usable: bool) -> bool:
+        """Count one draw; True when it is the one after which ``target`` is drawn no more."""
+        if self.frozen:
+            return False
+        self.misses[target] = 0 if usable else self.misses.get(target, 0) + 1
+        return self.misses[target] == FRUITLESS_DRAWS
+
+    def freeze(self) -> None:
+        self.frozen = True
 
 
 def adversarial_property(targets: Targets, name: str = "invariants/adversarial") -> Property:
