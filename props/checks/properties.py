@@ -52,6 +52,7 @@ __all__ = [
     "valid_walk_property",
     "DrawStreak",
     "FRUITLESS_DRAWS",
+    "SearchGaveUp",
     "adversarial_property",
     "invalid_property",
     "prepare_targets",
@@ -168,19 +169,28 @@ Targets = Sequence[tuple[Target, Case]]
 
 
 #: hypothesis-jsonschema draws in a row that give no usable instance (rejected by its filters, too
-#: large for Hypothesis's buffer, or outside the language) after which a valid-walks search stops
-#: drawing them for that target. On some real schemas (``not`` under ``$ref``, JSONSchemaBench's
-#: Github_easy o1327) every draw is rejected after about 50 ms, and each rejection is an invalid
-#: example: Hypothesis went on for 459 of them (23 s) in one 8-example search.
+#: large for Hypothesis's buffer, or outside the language) after which a valid-walks search over one
+#: target gives up (:class:`SearchGaveUp`). On some real schemas (``not`` under ``$ref``,
+#: JSONSchemaBench's Github_easy o1327) every draw is rejected after about 50 ms, and each rejection
+#: is an invalid example: Hypothesis went on for 459 of them (23 s) in one 8-example search.
 FRUITLESS_DRAWS = 16
 
 
-def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") -> Property:
+class SearchGaveUp(BaseException):
+    """A search stopped before its examples were done, for the reason given; it found nothing (a
+    ``BaseException``, like Hypothesis's own control flow, so that no check swallows it on its way
+    out of the search: the caller that ran the search catches it)."""
+
+
+def valid_walk_property(
+    targets: Targets, name: str = "invariants/valid-walks", give_up: bool = False
+) -> Property:
     """A valid string of a drawn target (corpus instance or hypothesis-jsonschema instance) under a
-    drawn segmentation, masks compared at every step. After :data:`FRUITLESS_DRAWS` draws in a row
-    with no usable instance for a target, the search walks its valid strings only (noted in
-    ``t.instance_notes``), unless an example has failed: from then on nothing changes, so that
-    Hypothesis's replays of the failure draw what it drew."""
+    drawn segmentation, masks compared at every step. With ``give_up`` (a search over one target),
+    :data:`FRUITLESS_DRAWS` draws in a row with no usable instance end the search
+    (:class:`SearchGaveUp`, noted in ``t.instance_notes``), unless an example has failed: Hypothesis
+    then replays the failure, and the replays must run as it ran. (The search cannot instead go on
+    without drawing: Hypothesis would see the same choices lead to other draws, a flaky strategy.)"""
     streak = DrawStreak()
 
     @given(st.data())
@@ -193,15 +203,14 @@ def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") 
         # (the generation costs more than the walk on real schemas: an instance is generated only to
         # be walked). Where it is refused or outside the language, one of the strings instead.
         generated = None
-        if t.spec.kind == "json_schema" and streak.drawing(k) and (not strings or draw_index(data, 2)):
+        if t.spec.kind == "json_schema" and (not strings or draw_index(data, 2)):
             try:
                 generated = _from_schema(t, data)
             finally:  # also when the draw ends the example (a rejection or an overrun: StopTest)
-                if streak.record(k, generated is not None):
-                    t.instance_notes.add(
-                        f"hypothesis-jsonschema: no usable instance in {FRUITLESS_DRAWS} draws in a "
-                        "row; the valid-walks search walks the valid strings only"
-                    )
+                if streak.record(k, generated is not None) and give_up:
+                    why = f"no usable instance in {FRUITLESS_DRAWS} draws in a row"
+                    t.instance_notes.add(f"hypothesis-jsonschema: {why}; the valid-walks search stopped")
+                    raise SearchGaveUp(why)
         if generated is None:
             assume(strings)
         text = generated if generated is not None else draw_one(data, strings)
@@ -219,19 +228,16 @@ def valid_walk_property(targets: Targets, name: str = "invariants/valid-walks") 
 
 
 class DrawStreak:
-    """Per target of one search, the draws in a row that gave no usable instance; once
-    :data:`FRUITLESS_DRAWS` of them, :meth:`drawing` is False. :meth:`freeze` (an example failed)
-    stops the counting: Hypothesis replays a failure, and the replays must draw what it drew."""
+    """Per target of one search, the draws in a row that gave no usable instance (:meth:`record`
+    says when they reach :data:`FRUITLESS_DRAWS`). :meth:`freeze` (an example failed) stops the
+    counting for good."""
 
     def __init__(self) -> None:
         self.misses: dict[int, int] = {}
         self.frozen = False
 
-    def drawing(self, target: int) -> bool:
-        return self.misses.get(target, 0) < FRUITLESS_DRAWS
-
     def record(self, target: int, usable: bool) -> bool:
-        """Count one draw; True when it is the one after which ``target`` is drawn no more."""
+        """Count one draw; True when it makes :data:`FRUITLESS_DRAWS` misses in a row for ``target``."""
         if self.frozen:
             return False
         self.misses[target] = 0 if usable else self.misses.get(target, 0) + 1
