@@ -9,11 +9,13 @@ the reference are findings of ``maskcert certify``, not failures here.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -422,17 +424,17 @@ def test_worker_pipe_carries_messages_whole_and_fails_typed() -> None:
     reader.close()
 
 
-def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
-    byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``fork_accept`` sends the fork and the accept together and reads both answers: the outcome and
-    the fork's state are those of the two calls one by one, the parent is untouched, and a part that
-    raises is named (the fork made before a raising accept is dropped, as its handle would be)."""
+@contextlib.contextmanager
+def _parts_worker(
+    vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[WorkerBackend, Any, Any, list[str]]]:
+    """A worker running :class:`PartsBackend` on ``[a-z!]*``: the worker, a matcher there, the
+    reference's matcher beside it, and the worker calls sent (a call's method, else the operation)."""
     spec = Regex("[a-z!]*")
     local = ReferenceBackend()
-    ref = local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
+    ref = local.matcher(local.compile(spec, vocab))  # type: ignore[arg-type]
     with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
-        compiled = w.compile(spec, byte_vocab)
+        compiled = w.compile(spec, vocab)
         m = w.matcher(compiled)  # type: ignore[arg-type]
         sent: list[str] = []
         send = w._send
@@ -442,6 +444,17 @@ def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
             send(proc, op, args, drops)
 
         monkeypatch.setattr(w, "_send", spy)
+        yield w, m, ref, sent
+        del compiled
+
+
+def test_worker_fork_accept_is_fork_then_accept_in_one_round_trip(
+    byte_vocab: tm.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fork_accept`` sends the fork and the accept together and reads both answers: the outcome and
+    the fork's state are those of the two calls one by one, the parent is untouched, and a part that
+    raises is named (the fork made before a raising accept is dropped, as its handle would be)."""
+    with _parts_worker(byte_vocab, monkeypatch) as (w, m, ref, sent):
         child, outcome = m.fork_accept(ord("a"))
         assert sent == ["fork_as", "accept"] and isinstance(outcome, Accepted)
         np.testing.assert_array_equal(m.mask(), ref.mask())  # the parent did not move
@@ -465,20 +478,7 @@ def test_worker_accept_mask_is_accept_then_mask_unless_rejected_in_one_round_tri
     """``accept_mask`` and ``fork_accept_mask`` send their parts together: the outcome, fork and mask
     are those of the calls one by one; after a rejection (or a raising accept) no mask reaches the
     engine; a part that raises is named, and a fork whose later part raised is dropped."""
-    spec = Regex("[a-z!]*")
-    local = ReferenceBackend()
-    ref = local.matcher(local.compile(spec, byte_vocab))  # type: ignore[arg-type]
-    with WorkerBackend(f"{PartsBackend.__module__}:PartsBackend", timeout_s=20) as w:
-        compiled = w.compile(spec, byte_vocab)
-        m = w.matcher(compiled)  # type: ignore[arg-type]
-        sent: list[str] = []
-        send = w._send
-
-        def spy(proc: Any, op: str, args: Any, drops: Any) -> None:
-            sent.append(args[1] if op == "call" else op)
-            send(proc, op, args, drops)
-
-        monkeypatch.setattr(w, "_send", spy)
+    with _parts_worker(byte_vocab, monkeypatch) as (w, m, ref, sent):
         asked = m._call("masks_asked")
         outcome, masked = m.accept_mask(ord("a"))
         ref.accept(ord("a"))
