@@ -517,6 +517,31 @@ def test_worker_accept_mask_is_accept_then_mask_unless_rejected_in_one_round_tri
         assert fork_fault.value.operation == "fork"
 
 
+def test_worker_child_asks_the_mask_only_right_after_an_accepted_token(byte_vocab: tm.Vocabulary) -> None:
+    """The child's ``mask_if_accepted`` computes the mask when the request just before was an accept
+    that was not rejected, and only then: handles dropped with a request change nothing, any other
+    request in between does."""
+    from props.backends.worker import _Child
+
+    child = _Child()
+    child.handle("start", ("reference", {}))
+    _, cid, _ = child.handle("compile", (Regex("[a-z]*"), "v", byte_vocab))
+    mid, _ = child.handle("matcher", (cid,))
+    other, _ = child.handle("matcher", (cid,))
+
+    def mask_after(*between: tuple[str, tuple[Any, ...]]) -> Any:
+        child.handle("call", (mid, "accept", (ord("a"),)))
+        for op, args in between:
+            child.handle(op, args)
+        return child.handle("call", (mid, "mask_if_accepted", ()))
+
+    assert mask_after() is not None
+    assert mask_after(("drop", ((), (other,)))) is not None
+    assert mask_after(("call", (mid, "is_accepting", ()))) is None
+    child.handle("call", (mid, "accept", (ord("A"),)))  # rejected
+    assert child.handle("call", (mid, "mask_if_accepted", ())) is None
+
+
 def test_guarded_fork_accept_faults_and_counts_as_the_two_calls(byte_vocab: tm.Vocabulary) -> None:
     from props.checks.clock import Clock, running
     from props.checks.invariants import BackendFault, Guarded

@@ -356,6 +356,13 @@ class _Child:
         return self.next_id
 
     def handle(self, op: str, args: tuple[Any, ...]) -> Any:
+        if op == "drop":  # the handles a request carries: forgotten before it is handled
+            compiled_ids, matcher_ids = args
+            for cid in compiled_ids:
+                self.compiled.pop(cid, None)
+            for mid in matcher_ids:
+                self.matchers.pop(mid, None)
+            return None
         # Whether the request just before this one was an accept that returned an outcome other
         # than a rejection (``mask_if_accepted`` reads it); any other request, or a raise, clears it.
         accepted, self.accepted = self.accepted, False
@@ -402,13 +409,6 @@ class _Child:
                 self.accepted = type(outcome).__name__ != "Rejected"
                 return outcome
             return getattr(m, method)(*margs)
-        if op == "drop":
-            compiled_ids, matcher_ids = args
-            for cid in compiled_ids:
-                self.compiled.pop(cid, None)
-            for mid in matcher_ids:
-                self.matchers.pop(mid, None)
-            return None
         if op == "ping":
             return os.getpid()
         if op == "census":  # the handles the child holds (what drops leave)
