@@ -320,9 +320,9 @@ class TokenTrie:
         mark[nodes] = True
         return self.tok_ids[mark[self.tok_node]]
 
-    def pack_ids(self, ids: Any) -> np.ndarray:
-        """:func:`pack_ids` over this vocabulary."""
-        return pack_ids(ids, self.vocab_size)
+    def mask_at(self, nodes: Any) -> np.ndarray:
+        """The bitmask of the tokens ending at any of ``nodes`` (:meth:`ids_at`)."""
+        return pack_ids(self.ids_at(nodes), self.vocab_size)
 
     def pack_flags(self, flags: np.ndarray) -> np.ndarray:
         """The bitmask of the tokens whose flag is set, ``flags`` in token order: ``pack_ids`` of
@@ -468,8 +468,8 @@ class _LexemeTables:
         """Run the trie through ``dfa`` from ``q``. With few first bytes (a key's DFA), a preorder walk
         from the root through the DFA's own table (:meth:`_walk_codes`). Otherwise level by level
         (:meth:`_levels`); with ``share``, each first byte's subtree is run only when no earlier build
-        of the same DFA ran it to the same state (:meth:`_build_shared`). A test compares
-        every way with :meth:`_build_lexeme_walk`."""
+        ran it to a state reading the same language (:meth:`_build_shared`). A test compares every
+        way with :meth:`_build_lexeme_walk`."""
         trie = self.trie
         firsts = dfa.live_bytes(q)
         if len(firsts) <= 16:  # few first bytes (a key's DFA): try a walk from the root
@@ -479,7 +479,7 @@ class _LexemeTables:
             codes = [2 * (t + 1) + (t in dfa.finals) for _, t in tops]
             found = self._walk_codes(dfa, walked[:], codes, walked, few_nodes)
             if found is not None:
-                return self._table(trie.pack_ids(trie.ids_at(walked)), np.asarray(found, dtype=np.int64))
+                return self._table(trie.mask_at(walked), np.asarray(found, dtype=np.int64))
         table = self._codes(dfa)
         code1 = table[((2 * (q + 1)) << 8) | trie.level_label[1]] if trie.max_depth else np.zeros(0, np.int32)
         if share:
@@ -494,9 +494,8 @@ class _LexemeTables:
         accepted flags and uncertain roots are kept under ``(language, k)``, and a later table reuses
         them (a key DFA that admits unknown keys: from most of its states, most bytes lead to the one
         "rest of any string" state, which reads the same language in every such DFA). The language
-        is named by
-        :meth:`ByteDFA.residual_key` for a state most first bytes lead to (:meth:`_language`), else
-        by the DFA and the state."""
+        is named by :meth:`ByteDFA.residual_key` for a state most first bytes lead to
+        (:meth:`_language`), else by the DFA and the state."""
         trie = self.trie
         run = code1.copy()
         fresh: list[tuple[int, Hashable]] = []  # depth-1 positions run now, with their keys
@@ -665,7 +664,7 @@ class _LexemeTables:
         alive, roots, passed_alive = self._walk_lexeme(lexeme, q, sub, sub_skip)
         extra = outside[np.isin(outside_parent, np.asarray(passed_alive, dtype=np.int64))]
         return self._table(
-            self.trie.pack_ids(self.trie.ids_at(alive)),
+            self.trie.mask_at(alive),
             np.concatenate([np.asarray(roots, dtype=np.int64), extra]),
         )
 
@@ -699,7 +698,7 @@ class _LexemeTables:
         :meth:`_build_lexeme` is checked against."""
         trie = self.trie
         alive, roots, _ = self._walk_lexeme(lexeme, q, range(trie.num_nodes), trie.skip_l)
-        return self._table(trie.pack_ids(trie.ids_at(alive)), np.asarray(roots, dtype=np.int64))
+        return self._table(trie.mask_at(alive), np.asarray(roots, dtype=np.int64))
 
     def _walk_lexeme(
         self, lexeme: Any, q: Hashable, nodes: Sequence[int], skip_to: Sequence[int]
