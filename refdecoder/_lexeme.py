@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Callable, Container, Hashable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 __all__ = ["Lexeme", "ByteDFA", "utf8_sequences", "live_states", "can_continue"]
 
 DEAD = -1
@@ -37,7 +39,7 @@ class Lexeme(Protocol):
     def is_final(self, state: Hashable) -> bool: ...
 
 
-def _table_key(table: array, finals: frozenset[int]) -> Hashable:
+def _table_key(table: array | np.ndarray, finals: frozenset[int]) -> Hashable:
     """A ByteDFA's key: a digest of its canonical table and final states."""
     h = hashlib.sha256(table.tobytes())
     h.update(repr(sorted(finals)).encode())
@@ -152,11 +154,10 @@ class ByteDFA:
                     order[t] = len(order)
                     queue.append(t)
         finals = frozenset(order[s] for s in queue if s in self._finals)
-        order[DEAD] = DEAD
-        out = array("i")
-        for s in queue:
-            out.extend(map(order.__getitem__, table[s * 256 : (s + 1) * 256]))
-        return _table_key(out, finals)
+        renumber = np.full(self._nstates + 1, DEAD, dtype=np.int32)  # by state + 1 (0: DEAD)
+        renumber[np.asarray(queue) + 1] = np.arange(len(queue), dtype=np.int32)
+        rows = np.frombuffer(table, dtype=np.intc).reshape(-1, 256)[queue]  # intc: array("i")'s item
+        return _table_key(renumber[rows + 1].astype(np.intc), finals)
 
     def reads_byte(self, byte: int) -> bool:
         """Some state has a transition on ``byte``."""

@@ -37,8 +37,9 @@ faster path below is checked against it by property tests (``tests/test_masks.py
 
    A table is built by a walk from the root through the DFA's own table when few first bytes are
    live (a key), else level by level with numpy, finishing in such a walk once few subtrees are
-   live; a first byte's subtree already run, by any table, to a DFA state reading the same
-   language (``ByteDFA.residual_key``) is reused rather than run again.
+   live; a subtree below a node of the first levels already run, by any table, from a DFA state
+   reading the same language (``ByteDFA.residual_key``) at the same depth with the same passed bit
+   is reused rather than run again.
 
    ``mask(s)`` is the OR of the accepted sets of all distinct tops, plus the uncertain tokens the
    restricted walk finds alive. Tables are keyed by ``(lexeme.key, q)``, so grammars compiled for the
@@ -52,7 +53,7 @@ faster path below is checked against it by property tests (``tests/test_masks.py
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -394,12 +395,81 @@ class _LexTable:
         return int(self.accepted.nbytes) + 64 * len(self.uncertain) + 64
 
 
-#: ``_LexemeTables._build_shared`` names the language of a DFA state by its own ByteDFA's key
-#: (:meth:`ByteDFA.residual_key`) when at least this many first bytes lead to it and at most
+#: ``_LexemeTables._build_shared`` shares the subtrees below the nodes of a level (at depth at most
+#: :attr:`_LexemeTables.share_depth`) that at least this many nodes of that level reach in one DFA state,
+#: and names that state's language by its own ByteDFA's key (:meth:`ByteDFA.residual_key`) when at most
 #: :data:`_RESIDUAL_CAP` states are reachable from it (a search costs about 10 us per state): the "rest of
-#: any string" state of a key DFA, not the few states of known keys' first letters.
+#: any string" state of a key DFA, not the few states of known keys' letters.
 _SHARED_FIRSTS = 4
 _RESIDUAL_CAP = 32
+
+
+class _Memo:
+    """The classes of the tokens below the nodes of one depth ``d`` that a DFA entered in a state of one
+    language, with one passed bit (see ``_LexemeTables._build_shared``): they depend on nothing else.
+    ``done[k]``: the classes below the node at position ``k`` of level ``d`` are known; then ``alive``
+    (per token, in token order) holds them for the tokens in its subtree (True for the tokens ending at
+    the node itself: the DFA read it to enter that state), and ``roots`` (sorted) holds the uncertain
+    roots below it."""
+
+    __slots__ = ("done", "alive", "roots")
+
+    def __init__(self, level_size: int, num_tokens: int) -> None:
+        self.done = np.zeros(level_size, dtype=np.bool_)
+        self.alive = np.zeros(num_tokens, dtype=np.bool_)
+        self.roots = np.zeros(0, dtype=np.int64)
+
+    def nbytes(self) -> int:
+        return int(self.done.nbytes + self.alive.nbytes + self.roots.nbytes) + 100
+
+
+class _Entries:
+    """The shared subtrees of one build (``_LexemeTables._build_shared``): per memo, the level and
+    the level positions of the entry nodes whose subtrees it already knows (pruned from the level run,
+    then copied in), and of those it learns from this run."""
+
+    def __init__(self, tables: _LexemeTables, dfa: ByteDFA) -> None:
+        self.tables = tables
+        self.dfa = dfa
+        self.kept: list[tuple[_Memo, int, np.ndarray]] = []
+        self.fresh: list[tuple[_Memo, int, np.ndarray]] = []
+        self._fresh_nodes = np.zeros(0, dtype=np.int64)  # the nodes of every fresh entry, ascending
+        self._states: set[int] = set()  # the DFA states of the entries of level 1
+
+    def prune(self, d: int, level: np.ndarray, code: np.ndarray) -> np.ndarray:
+        """``code`` (level ``d``'s codes) with the nodes whose subtrees a memo knows made dead: the
+        entries of every state at least :data:`_SHARED_FIRSTS` nodes of the level are in (below level
+        1, only the states of level 1's entries: a key DFA's "rest of any string" after a known key's
+        letter, without naming the many states of a large DFA). The others are fresh, except below a
+        fresh entry (its memo learns them with it)."""
+        counts = np.bincount(code)
+        common = np.flatnonzero(counts[1:] >= _SHARED_FIRSTS) + 1 if counts.size > 1 else counts[:0]
+        out = code
+        added = False
+        for c in common.tolist():
+            if d == 1:
+                self._states.add(c // 2 - 1)
+            elif c // 2 - 1 not in self._states:
+                continue
+            pos = np.flatnonzero(code == c)
+            memo = self.tables._memo((self.tables._language(self.dfa, c // 2 - 1), c & 1, d))
+            done = memo.done[pos]
+            if done.any():
+                if out is code:
+                    out = code.copy()
+                out[pos[done]] = 0
+                self.kept.append((memo, d, pos[done]))
+                pos = pos[~done]
+            if d > 1 and pos.size and self._fresh_nodes.size:
+                pos = pos[~self.tables._under(level[pos], self._fresh_nodes)]
+            if pos.size:
+                self.fresh.append((memo, d, pos))
+                added = True
+        if added:
+            self._fresh_nodes = np.sort(
+                np.concatenate([self.tables.trie.by_depth[k][p] for _, k, p in self.fresh])
+            )
+        return out
 
 
 class _LexemeTables:
@@ -415,8 +485,9 @@ class _LexemeTables:
         self._dfa_codes: dict[Hashable, np.ndarray] = {}
         self._codes_bytes = 0
         self._alphabets: dict[frozenset[int], tuple[list[int], list[int], np.ndarray, np.ndarray]] = {}
-        self._parts: dict[Hashable, tuple[np.ndarray, np.ndarray]] = {}  # see _build_shared
-        self._parts_bytes = 0
+        self.share_depth = 3  # see _build_shared
+        self._memos: dict[tuple[Hashable, int, int], _Memo] = {}  # see _build_shared
+        self._memos_bytes = 0
         self._languages: dict[tuple[Hashable, int], Hashable] = {}  # see _language
 
     def get(self, dfa: ByteDFA, q: int) -> _LexTable:
@@ -467,9 +538,9 @@ class _LexemeTables:
     def _build(self, dfa: ByteDFA, q: int, few_nodes: int = 3000, share: bool = True) -> _LexTable:
         """Run the trie through ``dfa`` from ``q``. With few first bytes (a key's DFA), a preorder walk
         from the root through the DFA's own table (:meth:`_walk_codes`). Otherwise level by level
-        (:meth:`_levels`); with ``share``, each first byte's subtree is run only when no earlier build
-        ran it to a state reading the same language (:meth:`_build_shared`). A test compares every
-        way with :meth:`_build_lexeme_walk`."""
+        (:meth:`_levels`); with ``share``, the subtrees below the nodes of the first levels are run
+        only when no earlier build ran them from a state reading the same language
+        (:meth:`_build_shared`). A test compares every way with :meth:`_build_lexeme_walk`."""
         trie = self.trie
         firsts = dfa.live_bytes(q)
         if len(firsts) <= 16:  # few first bytes (a key's DFA): try a walk from the root
@@ -488,50 +559,59 @@ class _LexemeTables:
         return self._table(trie.pack_flags(alive_at[trie.tok_level_pos]), roots)
 
     def _build_shared(self, dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few_nodes: int) -> _LexTable:
-        """:meth:`_levels` over the first-byte subtrees not run before. The classes of the tokens
-        under depth-1 node ``k`` depend only on the language the DFA reads from its state there
-        (which says whether that state is final: the empty string is in it): each such subtree's
-        accepted flags and uncertain roots are kept under ``(language, k)``, and a later table reuses
-        them (a key DFA that admits unknown keys: from most of its states, most bytes lead to the one
-        "rest of any string" state, which reads the same language in every such DFA). The language
-        is named by :meth:`ByteDFA.residual_key` for a state most first bytes lead to
-        (:meth:`_language`), else by the DFA and the state."""
+        """:meth:`_levels`, not running the subtrees an earlier build ran from the same language. The
+        classes of the tokens strictly below a node at depth ``d`` that the DFA reaches in state ``s``
+        with passed bit ``p`` depend only on ``(language of s, p, d)``: a :class:`_Memo` under that key
+        keeps them. At each level down to :attr:`share_depth`, the nodes of the states that at least
+        :data:`_SHARED_FIRSTS` nodes of the level are in (a key DFA: the "rest of any string" state
+        after most bytes) are entries (:class:`_Entries`); the subtrees a memo knows are pruned from
+        the run and copied in, and the memo learns the others from the finished run. The language is
+        named by :meth:`_language` (:meth:`ByteDFA.residual_key`: the same name in every DFA)."""
         trie = self.trie
-        run = code1.copy()
-        fresh: list[tuple[int, Hashable]] = []  # depth-1 positions run now, with their keys
-        kept: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []
-        codes = code1.tolist()
-        counts = Counter(codes)
-        langs = {c: self._language(dfa, c // 2 - 1, n >= _SHARED_FIRSTS) for c, n in counts.items() if c}
-        for k, c in enumerate(codes):
-            if c:
-                key = (langs[c], k)
-                part = self._parts.get(key)
-                if part is None:
-                    fresh.append((k, key))
-                else:
-                    kept.append((k, part))
-                    run[k] = 0
-        alive_at, roots = self._levels(dfa, table, run, few_nodes)
+        entries = _Entries(self, dfa)
+        alive_at, roots = self._levels(dfa, table, code1, few_nodes, entries)
         alive_tok = alive_at[trie.tok_level_pos]  # per token, in token order
-        roots.sort()
-        lo, hi, first = trie.sub_tok_lo, trie.sub_tok_hi, trie.by_depth[1]
-        for k, fresh_key in fresh:
-            node = int(first[k])
-            r0, r1 = np.searchsorted(roots, (node, trie.skip_l[node]))
-            self._keep_part(fresh_key, (alive_tok[lo[k] : hi[k]].copy(), roots[r0:r1].copy()))
         parts = [roots]
-        for k, (alive_part, roots_part) in kept:
-            alive_tok[lo[k] : hi[k]] = alive_part
-            parts.append(roots_part)
-        return self._table(trie.pack_flags(alive_tok), np.concatenate(parts) if kept else roots)
+        for memo, d, pos in entries.kept:  # disjoint subtrees, none inside another's (pruned)
+            for a, b in self._runs(d, pos):
+                alive_tok[a:b] = memo.alive[a:b]
+            parts.append(memo.roots[self._under(memo.roots, trie.by_depth[d][pos])])
+        roots = np.sort(np.concatenate(parts)) if len(parts) > 1 else np.sort(roots)
+        for memo, d, pos in entries.fresh:  # their subtrees are final now, kept ones copied in
+            for a, b in self._runs(d, pos):
+                memo.alive[a:b] = alive_tok[a:b]
+            memo.done[pos] = True
+            grown = np.sort(np.concatenate([memo.roots, roots[self._under(roots, trie.by_depth[d][pos])]]))
+            self._memos_bytes += grown.nbytes - memo.roots.nbytes
+            memo.roots = grown
+        return self._table(trie.pack_flags(alive_tok), roots)
 
-    def _language(self, dfa: ByteDFA, state: int, canonical: bool) -> Hashable:
-        """A name for the language ``dfa`` reads from ``state``: with ``canonical``, the key of its own
-        ByteDFA when at most :data:`_RESIDUAL_CAP` states are reachable (the same name in every DFA that
-        reads it); else, or past the cap, the DFA and the state. Cached per DFA state."""
-        if not canonical:
-            return (dfa.key, state)
+    def _runs(self, d: int, pos: np.ndarray) -> list[tuple[int, int]]:
+        """The token ranges (token order) of the subtrees of the nodes at positions ``pos`` (ascending)
+        of level ``d``: one range per run of consecutive siblings, whose subtrees are one preorder
+        interval."""
+        trie = self.trie
+        if not pos.size:
+            return []
+        brk = np.flatnonzero((np.diff(pos) != 1) | (np.diff(trie.level_parent[d][pos]) != 0)) + 1
+        first = trie.by_depth[d][pos[np.concatenate(([0], brk))]]
+        last = trie.by_depth[d][pos[np.concatenate((brk - 1, [pos.size - 1]))]]
+        lo = np.searchsorted(trie.tok_node, first)
+        hi = np.searchsorted(trie.tok_node, trie.skip[last])
+        return list(zip(lo.tolist(), hi.tolist(), strict=True))
+
+    def _under(self, roots: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Which of ``roots`` lie strictly below one of ``nodes`` (both ascending, subtrees disjoint)."""
+        if not roots.size or not nodes.size:
+            return np.zeros(roots.size, dtype=np.bool_)
+        j = np.searchsorted(nodes, roots, side="right") - 1
+        jc = np.maximum(j, 0)
+        return (j >= 0) & (roots > nodes[jc]) & (roots < self.trie.skip[nodes[jc]])
+
+    def _language(self, dfa: ByteDFA, state: int) -> Hashable:
+        """A name for the language ``dfa`` reads from ``state``: the key of its own ByteDFA when at most
+        :data:`_RESIDUAL_CAP` states are reachable (the same name in every DFA that reads it); past the
+        cap, the DFA and the state. Cached per DFA state."""
         got = self._languages.get((dfa.key, state))
         if got is None:
             got = dfa.residual_key(state, _RESIDUAL_CAP) or (dfa.key, state)
@@ -540,17 +620,26 @@ class _LexemeTables:
             self._languages[(dfa.key, state)] = got
         return got
 
-    def _keep_part(self, key: Hashable, part: tuple[np.ndarray, np.ndarray]) -> None:
-        """Keep one subtree's classes; all are dropped when they would pass a quarter of the budget."""
-        size = part[0].nbytes + part[1].nbytes + 100
-        if self._parts_bytes + size > self.max_bytes // 4:
-            self._parts.clear()
-            self._parts_bytes = 0
-        self._parts[key] = part
-        self._parts_bytes += size
+    def _memo(self, key: tuple[Hashable, int, int]) -> _Memo:
+        """The memo under ``key`` (language, passed bit, depth), made empty on first use; all are dropped when they would pass a
+        quarter of the budget."""
+        memo = self._memos.get(key)
+        if memo is None:
+            memo = _Memo(self.trie.by_depth[key[2]].size, self.trie.tok_node.size)
+            if self._memos_bytes + memo.nbytes() > self.max_bytes // 4:
+                self._memos.clear()
+                self._memos_bytes = 0
+            self._memos[key] = memo
+            self._memos_bytes += memo.nbytes()
+        return memo
 
     def _levels(
-        self, dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few_nodes: int
+        self,
+        dfa: ByteDFA,
+        table: np.ndarray,
+        code1: np.ndarray,
+        few_nodes: int,
+        entries: _Entries | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Run the trie through ``dfa`` level by level from the depth-1 codes ``code1`` (:meth:`_codes`:
         each node's DFA state, or dead, and whether a final state was passed at depth >= 1): which
@@ -559,7 +648,9 @@ class _LexemeTables:
         parent's position in the level above) or, when few nodes of the level above are alive, sparsely
         (only the children of the live ones): the same codes either way. Once the live nodes' subtrees
         hold at most ``few_nodes`` nodes in all, those subtrees are finished by a preorder walk
-        (:meth:`_walk_codes`), which costs per node visited rather than per level."""
+        (:meth:`_walk_codes`), which costs per node visited rather than per level. With ``entries``,
+        the nodes of the first levels whose subtrees are known are read but not run below
+        (:meth:`_build_shared`)."""
         trie = self.trie
         alive_levels: list[np.ndarray] = []  # per level, in trie.by_depth order: the DFA read the node
         uncertain_parts: list[np.ndarray] = []  # nodes where the DFA died after passing a final state
@@ -591,6 +682,9 @@ class _LexemeTables:
                 code[pos] = c
             alive = code > 0
             alive_levels.append(alive)
+            if entries is not None and d <= self.share_depth:
+                code = entries.prune(d, level, code)  # read, but their subtrees are known
+                alive = code > 0
             live = int(np.count_nonzero(alive))
             if live == 0:
                 break
@@ -765,8 +859,8 @@ class _LexemeTables:
         self._dfa_codes.clear()
         self._codes_bytes = 0
         self._alphabets.clear()
-        self._parts.clear()
-        self._parts_bytes = 0
+        self._memos.clear()
+        self._memos_bytes = 0
         self._languages.clear()
         self.bytes = 0
 

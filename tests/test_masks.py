@@ -583,8 +583,8 @@ def test_dfa_tables_are_the_walks(
 ) -> None:
     """``_LexemeTables._build`` runs the trie through a DFA level by level, each level dense or sparse,
     and finishes few live subtrees by a walk over codes (never with ``few_nodes=0``, as soon as at
-    most 64 nodes are live with ``10**9``); with ``share`` a later table reuses the first-byte
-    subtrees an earlier one ran to a state of the same language: a second state of the same DFA,
+    most 64 nodes are live with ``10**9``); with ``share`` a later table reuses the subtrees below
+    the first levels an earlier one ran from a state of the same language: a second state of the same DFA,
     then a state of another DFA (random DFAs share small languages, e.g. a final state with no
     transitions). The plain preorder walk of the whole trie through the same DFA
     (``_build_lexeme_walk``) is the definition: the same accepted tokens, uncertain intervals and
@@ -599,10 +599,54 @@ def test_dfa_tables_are_the_walks(
         assert fast.num_uncertain == slow.num_uncertain
 
 
+_WORD_LETTERS = b"abcdeilmnorstuy"
+
+
+@st.composite
+def word_dfas(draw: st.DrawFn) -> ByteDFA:
+    """A random key DFA: words over some letters, then '"'; a few known words are a prefix tree of their
+    own states, and any other word reads the "rest of a word" state. Known prefixes may be final (a
+    passed bit below them) and may refuse a letter (a death below them), so the levels below a known
+    letter hold the shared state with either passed bit, as object keys do."""
+    letters = draw(st.lists(st.sampled_from(list(_WORD_LETTERS)), min_size=5, unique=True))
+    words = draw(st.lists(st.lists(st.sampled_from(letters), min_size=1, max_size=3), max_size=4))
+    prefixes = sorted({bytes(w[:i]) for w in words for i in range(1, len(w) + 1)})
+    state = {b"": 0, **{p: i + 1 for i, p in enumerate(prefixes)}}
+    rest, end = len(state), len(state) + 1
+    trans: dict[int, dict[int, int]] = {rest: {**dict.fromkeys(letters, rest), ord('"'): end}}
+    finals = [end]
+    for prefix, s in state.items():
+        row = {**dict.fromkeys(letters, rest), ord('"'): end}
+        for b in letters:
+            if prefix + bytes([b]) in state:
+                row[b] = state[prefix + bytes([b])]
+        if prefix and draw(st.booleans()):
+            del row[draw(st.sampled_from(letters))]
+        if prefix and draw(st.booleans()):
+            finals.append(s)
+        trans[s] = row
+    return ByteDFA.build(trans, 0, finals)
+
+
+@settings(max_examples=60)
+@given(dfas=st.lists(word_dfas(), min_size=2, max_size=4), which=st.sampled_from(VOCAB_NAMES))
+def test_key_dfa_tables_shared_below_the_first_level_are_the_walks(dfas: list[ByteDFA], which: str) -> None:
+    """Tables of key DFAs built one after another share the subtrees below the levels' "rest of a
+    word" nodes (at depths 1 to ``share_depth``, by language and passed bit): each is the walk."""
+    tables = token_trie(vocabularies()[which]).lexeme_tables
+    tables.clear()
+    for dfa in dfas:
+        fast, slow = tables._build(dfa, 0, few_nodes=0), tables._build_lexeme_walk(dfa, 0)
+        assert fast.accepted.tobytes() == slow.accepted.tobytes()
+        assert fast.uncertain == slow.uncertain
+        assert fast.num_uncertain == slow.num_uncertain
+
+
 def test_dfa_tables_share_subtrees_across_dfas_of_one_language(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two key DFAs that admit unknown keys read the same "rest of any string" language after most
-    first bytes: the second one's first table runs only the subtrees of its own known key's letter,
-    reusing the others from the first, and both are the walks."""
+    first bytes, and after every second byte but their known key's: the second one's first table
+    reuses every subtree the first ran from that language (at depths 1 and 2), and both are the
+    walks."""
     trie = token_trie(vocabularies()["byte-level-bpe:bpe"])
     tables = trie.lexeme_tables
     tables.clear()
@@ -619,28 +663,60 @@ def test_dfa_tables_share_subtrees_across_dfas_of_one_language(monkeypatch: pyte
         return ByteDFA.build(trans, 0, [99])
 
     first, second = key_dfa(b"no"), key_dfa(b"ab")
-    ran: list[int] = []
+    read: list[set[int]] = []  # per build: the nodes its level run read
     levels = tables._levels
 
-    def counting(
-        dfa: ByteDFA, table: np.ndarray, code1: np.ndarray, few: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        ran.append(int(np.count_nonzero(code1)))
-        return levels(dfa, table, code1, few)
+    def recording(*args: Any) -> tuple[np.ndarray, np.ndarray]:
+        alive_at, roots = levels(*args)
+        read.append(set(np.flatnonzero(alive_at[trie.level_pos]).tolist()))
+        return alive_at, roots
 
-    monkeypatch.setattr(tables, "_levels", counting)
+    monkeypatch.setattr(tables, "_levels", recording)
     for dfa in (first, second):
         q = dfa.step(0, ord('"'))
         assert q is not None
         fast = tables._build(dfa, q, few_nodes=0)
         slow = tables._build_lexeme_walk(dfa, q)
         assert (fast.accepted.tobytes(), fast.uncertain) == (slow.accepted.tobytes(), slow.uncertain)
-    in_trie = [b for b in first.live_bytes(1) if trie.root_child[b] >= 0]
-    assert ran[0] == len(in_trie) > 20
-    # The second runs 'a' (its known key), 'n' (the first DFA's known key: never run to the rest
-    # there) and '"' (one byte leads to the final state: named by its DFA, not shared); every other
-    # letter leads to the "rest of any string" language, run by the first DFA.
-    assert ran[1] == len([b for b in b'an"' if trie.root_child[b] >= 0]) == 3
+
+    def subtree(path: bytes) -> set[int]:
+        node = -1
+        for b in path:
+            node = trie.child(node, b)
+            assert node >= 0, path
+        return set(range(node, trie.skip_l[node]))
+
+    # Below the first level, the second table runs only 'a' (its known key's letter: the first DFA
+    # ran it as an entry of its own, whose children it did not keep apart), the children of 'n' (read,
+    # then pruned: the first DFA ran them from the rest of any string, below its known letter) but
+    # 'no' (the first DFA's known key), and '"' (one byte leads to the final state).
+    children_n = {c for c in subtree(b"n") if trie.depth_l[c] == 2 and trie.label_l[c] in letters}
+    allowed = subtree(b"a") | subtree(b"no") | subtree(b'"') | children_n | set(trie.by_depth[1].tolist())
+    assert read[1] <= allowed
+    assert children_n <= read[1]
+    assert len(read[0]) > 5 * len(read[1] - set(trie.by_depth[1].tolist()))
+
+
+def test_dfa_tables_share_subtrees_by_passed_bit() -> None:
+    """Below 'e', both DFAs read the same "rest of a word" language (letters a-m but i), but the first passed a final
+    state on 'e' (a token dying later is uncertain: the parser may go on after "e") and the second did
+    not (it is rejected): the second table must not reuse the first's subtrees there."""
+    trie = token_trie(vocabularies()["byte-level-bpe:bpe"])
+    tables = trie.lexeme_tables
+    tables.clear()
+    letters = [b for b in range(ord("a"), ord("m") + 1) if b != ord("i")]  # "email" dies on 'i'
+
+    def word_dfa(e_final: bool) -> ByteDFA:
+        # 'e' leads to state 1 (final or not), any other letter to 2; then letters, then '"'.
+        trans = {0: {**dict.fromkeys(letters, 2), ord("e"): 1}, 1: dict.fromkeys(letters, 2)}
+        trans[2] = {**dict.fromkeys(letters, 2), ord('"'): 3}
+        return ByteDFA.build(trans, 0, [1, 3] if e_final else [3])
+
+    for dfa in (word_dfa(True), word_dfa(False)):
+        fast, slow = tables._build(dfa, 0, few_nodes=0), tables._build_lexeme_walk(dfa, 0)
+        assert (fast.accepted.tobytes(), fast.uncertain) == (slow.accepted.tobytes(), slow.uncertain)
+        assert fast.num_uncertain == slow.num_uncertain
+    assert any(key[1] == 1 and key[2] == 2 for key in tables._memos)  # the first kept them apart
 
 
 @settings(max_examples=80)
