@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import refdecoder
 from props.contract.findings import SpecKind, SpecRef
-from props.corpus import validate_output
+from props.corpus import CorpusError, validate_output
 from refdecoder import JsonProfile, JsonSchema, SpecError, Unsupported
 from refdecoder._drafts import dialect_of
 from refdecoder._numbers import NumberConstraint, NumberLexeme, NumberPredicate
@@ -519,6 +519,21 @@ def test_integer_spelling_long_completions() -> None:
 
 
 # -- the independent validator, the corpus, the command line ---------------------------------------
+def test_validator_reads_numbers_past_a_floats_range_exactly() -> None:
+    """Numbers a float rounds to infinity or to zero are read exactly (1E-400 is above 0), and one
+    whose exponent no exact decimal holds is a ``CorpusError`` (the certify run's "cannot judge"),
+    not a crash: a reference-generated 1e1000000000000000000 lost a JSONSchemaBench case."""
+    above = SpecRef(SpecKind.JSON_SCHEMA, {"type": "number", "exclusiveMinimum": 0}, "t", "test")
+    assert validate_output(above, b"1E-400") is None and validate_output(above, b"-1e-400") is not None
+    assert validate_output(above, b"0e-400") is not None  # zero is zero
+    assert validate_output(above, b"1E400") is None
+    with pytest.raises(CorpusError, match="exponent"):
+        validate_output(above, b"1e1000000000000000000")
+    from props.checks.defects import violated_keyword
+
+    assert violated_keyword(above, b"1e1000000000000000000") == "keyword ?"
+
+
 def test_validator_reads_the_profile_draft_and_integer_texts() -> None:
     spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "integer"}, "t", "test", {"draft": "draft-04"})
     assert validate_output(spec, b"3") is None

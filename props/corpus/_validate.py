@@ -81,15 +81,26 @@ def _no_constant(name: str) -> Any:
 
 def _float(text: str) -> Any:
     """A JSON number with a fraction or exponent: a float, or an exact ``Decimal`` when the float
-    would overflow to infinity (``1E400`` is a finite JSON number, and an integer)."""
+    would overflow to infinity (``1E400`` is a finite JSON number, and an integer) or underflow to
+    zero (``1e-400`` is above 0). Raises :class:`CorpusError` for an exponent past what a
+    ``Decimal`` holds (10**18 and more in size: JSON allows it, but no exact reading here does)."""
     f = float(text)
-    return Decimal(text) if math.isinf(f) else f
+    if not math.isinf(f) and (f != 0.0 or not any(c in "123456789" for c in text.lower().partition("e")[0])):
+        return f
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # decimal.InvalidOperation: the exponent is past Decimal's range
+        raise CorpusError(
+            "number", "one whose exponent an exact decimal holds (below 10**18 in size)", text[:40]
+        ) from None
 
 
 def _parse(text: str) -> tuple[Any, str | None]:
     """The parsed value, or a reason it is not JSON (RFC 8259, no NaN/Infinity, no lone surrogates)."""
     try:
         value = json.loads(text, object_pairs_hook=_hook, parse_constant=_no_constant, parse_float=_float)
+    except CorpusError:  # JSON, but a number no reading here holds exactly (_float)
+        raise
     except ValueError as e:  # JSONDecodeError is a ValueError
         return None, f"not JSON: {e}"
     except RecursionError:
@@ -102,7 +113,8 @@ def _parse(text: str) -> tuple[Any, str | None]:
 
 def parse_json_output(data: bytes) -> tuple[Any, str | None]:
     """An output's JSON value as the validators read it (numbers past a float's range exact, as
-    ``Decimal``; objects remember their members' order), or a reason it is not JSON text."""
+    ``Decimal``; objects remember their members' order), or a reason it is not JSON text. Raises
+    :class:`CorpusError` for a number whose exponent no ``Decimal`` holds."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
