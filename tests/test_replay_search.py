@@ -3,16 +3,30 @@ the finding a minimization keeps is classified with the search on, as certify cl
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
+from unittest import mock
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tokenizers_matrix as tm
+from props.checks import invariants
 from props.checks.defects import for_replay, reference_grammars, shorten_witness, signature
-from props.checks.invariants import Target, check_walk, prepare
+from props.checks.invariants import (
+    _SEGMENTATION_FORKS,
+    Target,
+    _search_segmentations,
+    check_walk,
+    mask_bits,
+    prepare,
+)
 from props.contract.backend import Rejected
 from props.contract.findings import Finding, Invariant, SpecKind, SpecRef
 
-from ._toys import _NoBackslash, _Toy
+from ._toys import _NoBackslash, _Toy, _Wrapped
 
 _SPEC = SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": "string"}}, "strings", "t")
 _TEXT = b'["a\\u0041"]'
@@ -77,3 +91,84 @@ def test_a_witness_is_searched_once_per_target() -> None:
     assert [f.invariant for f in again] == [f.invariant for f in first]
     assert t.segmentations == searched  # answered from the memo, not searched again
     assert t.checks["completeness_byte"] > before  # the walk was checked again
+
+
+class _Bans(_Wrapped):
+    """Masks the token ids in ``backend.banned``, and logs every call the search makes."""
+
+    def mask(self) -> np.ndarray:
+        self.backend.log.append(("mask",))
+        return self._pack(i for i in self._ids() if i not in self.backend.banned)
+
+    def accept(self, token_id: int) -> Any:
+        self.backend.log.append(("accept", token_id))
+        return self.inner.accept(token_id)
+
+    def fork(self) -> Any:
+        self.backend.log.append(("fork",))
+        return super().fork()
+
+
+class Bans(_Toy):
+    matcher_class = _Bans
+
+    def __init__(self, banned: frozenset[int]) -> None:
+        super().__init__()
+        self.banned = banned
+        self.log: list[tuple[Any, ...]] = []
+
+
+def _plain_search(t: Target, data: bytes) -> bool | None:
+    """The segmentation search as first written (the definition): every mask unpacked, the matches
+    at a position sorted on each visit."""
+    index = t.vocab.index
+    reach = index.reach(data)
+    budget = [invariants._SEGMENTATION_FORKS]
+
+    def dfs(m: Any, i: int, bits: np.ndarray) -> bool | None:
+        if i == len(data):
+            return t.eos_of(bits)
+        unknown = False
+        for tok, end in sorted(index.matches(data, i), key=lambda te: -te[1]):
+            if not reach[end] or not bits[tok]:
+                continue
+            if budget[0] <= 0:
+                return None
+            budget[0] -= 1
+            child, outcome, packed = t.fork_accept_mask(m, tok)
+            if type(outcome).__name__ == "Rejected":
+                continue
+            found = dfs(child, end, mask_bits(packed, t.size))
+            if found:
+                return True
+            unknown = unknown or found is None
+        return None if unknown else False
+
+    m = t.matcher()
+    return dfs(m, 0, t.backend_mask(m))
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(alphabet='ab "\\é', max_size=12), data=st.data())
+def test_the_segmentation_search_is_the_plain_dfs(text: str, data: st.DataObject) -> None:
+    """``_search_segmentations`` reads masks at the candidate ids only and lists a position's
+    candidates once: the same verdict, and the same engine calls in the same order, as the plain
+    depth-first search, whatever tokens the backend bans and whatever the budget (exhausted, found,
+    or out of forks)."""
+    vocab = tm.get("bpe")
+    raw = json.dumps(text, ensure_ascii=False).encode()
+    matching = sorted({tok for i in range(len(raw)) for tok, _ in vocab.index.matches(raw, i)})
+    banned = frozenset(data.draw(st.sets(st.sampled_from(matching), max_size=6)) if matching else ())
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string"}, "string", "t")
+    forks = data.draw(st.sampled_from([3, 12, _SEGMENTATION_FORKS]))  # small: the budget runs out
+    verdicts, logs = [], []
+    for search in (_search_segmentations, _plain_search):
+        backend = Bans(banned)
+        t = prepare(backend, spec, vocab)
+        assert isinstance(t, Target)
+        backend.log.clear()
+        with mock.patch.object(invariants, "_SEGMENTATION_FORKS", forks):
+            verdicts.append(search(t, raw))
+        logs.append(backend.log)
+    assert verdicts[0] == verdicts[1]
+    assert logs[0] == logs[1]

@@ -803,28 +803,40 @@ def _search_segmentations(t: Target, data: bytes) -> bool | None:
     index = t.vocab.index
     reach = index.reach(data)
     budget = [_SEGMENTATION_FORKS]
+    # Per position: the tokens that match there and leave a segmentable rest, longest first. Masks
+    # are read at these ids (and EOS) only, packed as the backend returned them.
+    steps: dict[int, tuple[list[tuple[int, int]], np.ndarray]] = {}
 
-    def dfs(m: Any, i: int, bits: np.ndarray) -> bool | None:  # bits: m's mask
+    def step(i: int) -> tuple[list[tuple[int, int]], np.ndarray]:
+        if i not in steps:
+            cands = [
+                (tok, end) for tok, end in sorted(index.matches(data, i), key=lambda te: -te[1]) if reach[end]
+            ]
+            steps[i] = cands, np.asarray([tok for tok, _ in cands], dtype=np.int64)
+        return steps[i]
+
+    def dfs(m: Any, i: int, packed: Any) -> bool | None:  # packed: m's mask
         if i == len(data):
-            return t.eos_of(bits)
+            return bool(len(t.eos)) and bool(bits_at(packed, t.size, t.eos).any())
+        cands, ids = step(i)
         unknown = False
-        for tok, end in sorted(index.matches(data, i), key=lambda te: -te[1]):
-            if not reach[end] or not bits[tok]:
+        for (tok, end), allowed in zip(cands, bits_at(packed, t.size, ids).tolist(), strict=True):
+            if not allowed:
                 continue
             if budget[0] <= 0:
                 return None
             budget[0] -= 1
-            child, outcome, packed = t.fork_accept_mask(m, tok)
+            child, outcome, child_packed = t.fork_accept_mask(m, tok)
             if _rejected(outcome):
                 continue
-            found = dfs(child, end, mask_bits(packed, t.size))
+            found = dfs(child, end, child_packed)
             if found:
                 return True
             unknown = unknown or found is None
         return None if unknown else False
 
     m = t.matcher()
-    return dfs(m, 0, t.backend_mask(m))
+    return dfs(m, 0, t.backend_packed(m))
 
 
 def _completeness(
