@@ -5,28 +5,34 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenizers_matrix as tm
+from props.backends import worker
+from props.backends.worker import WorkerBackend
 from props.checks import invariants
 from props.checks.defects import for_replay, reference_grammars, shorten_witness, signature
 from props.checks.invariants import (
     _SEGMENTATION_FORKS,
+    BackendFault,
     Target,
     _search_segmentations,
     check_walk,
     mask_bits,
     prepare,
 )
+from props.checks.segments import candidates
 from props.contract.backend import Rejected
 from props.contract.findings import Finding, Invariant, SpecKind, SpecRef
 
-from ._toys import _NoBackslash, _Toy, _Wrapped
+from ._toys import CrashAfterThree, _NoBackslash, _Toy, _Wrapped
 
 _SPEC = SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": "string"}}, "strings", "t")
 _TEXT = b'["a\\u0041"]'
@@ -112,9 +118,9 @@ class _Bans(_Wrapped):
 class Bans(_Toy):
     matcher_class = _Bans
 
-    def __init__(self, banned: frozenset[int]) -> None:
+    def __init__(self, banned: Iterable[int] = ()) -> None:
         super().__init__()
-        self.banned = banned
+        self.banned = frozenset(banned)
         self.log: list[tuple[Any, ...]] = []
 
 
@@ -172,3 +178,57 @@ def test_the_segmentation_search_is_the_plain_dfs(text: str, data: st.DataObject
         logs.append(backend.log)
     assert verdicts[0] == verdicts[1]
     assert logs[0] == logs[1]
+
+
+_WORKER_CASES = [  # text, the backend bans every token holding these bytes, forks
+    ("ab ba", b"\x00", 256),  # found
+    ("ab ba é", b"\xa9", 256),  # no token may read é: exhausted
+    ("ab ba é", b"\xa9", 3),  # out of forks first
+]
+
+
+@pytest.mark.parametrize(("text", "banned", "forks"), _WORKER_CASES)
+@pytest.mark.parametrize("slice_s", [0.0, 0.25])  # 0: the worker answers after every fork
+def test_the_worker_runs_the_segmentation_search_as_it_runs_here(
+    text: str, banned: bytes, forks: int, slice_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker runs the whole search over its engine matcher, in slices: the verdict, the engine
+    calls and the masks it reads are those of the search run here over the same backend."""
+    vocab = tm.get("bpe")
+    ids = [i for i, b in enumerate(vocab.token_bytes) if b is not None and banned in b]
+    raw = json.dumps(text, ensure_ascii=False).encode()
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string"}, "string", "t")
+    monkeypatch.setattr(worker, "SEARCH_SLICE_S", slice_s)
+    here = Bans(ids)
+    t = prepare(here, spec, vocab)
+    assert isinstance(t, Target)
+    here.log.clear()
+    with mock.patch.object(invariants, "_SEGMENTATION_FORKS", forks):
+        expected = _search_segmentations(t, raw)
+    with WorkerBackend(f"{__name__}:Bans", options={"banned": ids}, timeout_s=20) as w:
+        tw = prepare(w, spec, vocab)
+        assert isinstance(tw, Target)
+        m = tw.matcher()
+        verdict, calls, mask_ms = m.inner.segment_search(
+            candidates(vocab.index, raw), len(raw), tw.eos, tw.size, forks
+        )
+    assert verdict == expected
+    assert calls == len(here.log) and len(mask_ms) == here.log.count(("mask",))
+
+
+def test_a_failing_engine_call_in_the_worker_search_is_named() -> None:
+    """An engine call that raises inside the worker's search comes back as the fault of that call
+    (``mask``), as it does when the search runs here."""
+    vocab = tm.get("bpe")
+    raw = json.dumps("abcdef").encode()
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string"}, "string", "t")
+    faults = []
+    here = CrashAfterThree()
+    with WorkerBackend(f"{CrashAfterThree.__module__}:CrashAfterThree", timeout_s=20) as w:
+        for backend in (here, w):
+            t = prepare(backend, spec, vocab)
+            assert isinstance(t, Target)
+            with pytest.raises(BackendFault) as caught:
+                _search_segmentations(t, raw)
+            faults.append((caught.value.operation, str(caught.value.error)))
+    assert faults[0] == faults[1] == ("mask", "toy backend: internal error after three tokens")

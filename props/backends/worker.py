@@ -25,7 +25,11 @@ shards; a test session under pytest-xdist sets ``MASKCERT_WORKER_SPIN_US``).
 Calls that always go together travel together (:meth:`WorkerBackend._call_parts`: every request
 written, then every answer read): ``fork_accept``, and ``accept_mask`` / ``fork_accept_mask``, whose
 mask part the child computes only when the accept just before it returned an outcome other than a
-rejection (``_Child.handle``), so the engine gets exactly the calls it would get one by one.
+rejection (``_Child.handle``), so the engine gets exactly the calls it would get one by one. The
+segmentation search (:mod:`props.checks.segments`), hundreds of forks each, runs in the child
+whole (:meth:`WorkerMatcher.segment_search`): the same algorithm and engine calls as in the parent,
+in time slices of :data:`SEARCH_SLICE_S` that are calls of their own, so the timeout still cuts a
+hung engine call; the child counts the calls and times the masks for the parent.
 
 A handle the parent no longer holds (a matcher garbage-collected) is dropped in the child with the
 next request: each request carries the ids dropped since the last one, and the child forgets them
@@ -75,13 +79,14 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from props.backends.lifetime import child_env, die_with_parent_from_env, register
+from props.checks.segments import Steps, rejected, search_segmentations
 from props.contract.attribution import AdapterFault, adapter_fault, adapter_modules
 from props.contract.backend import (
     Compiled,
@@ -111,6 +116,11 @@ __all__ = [
     "default_spin_us",
     "share_cores",
 ]
+
+#: How long the worker runs a segmentation search before it answers and waits to be asked for more
+#: (``WorkerMatcher.segment_search``): each slice is one call, bounded by an engine call's timeout
+#: plus this.
+SEARCH_SLICE_S = 0.25
 
 # How long each side of a round trip spins before it sleeps, when it may (see the module doc).
 SPIN_US = 200.0
@@ -347,6 +357,7 @@ class _Child:
         self.vocabularies: dict[str, Any] = {}
         self.next_id = 1
         self.accepted = False  # see handle
+        self.searches: dict[int, _ChildSearch] = {}  # segmentation searches in progress, by matcher
 
     def _new_id(self) -> int:
         self.next_id += 1
@@ -359,6 +370,7 @@ class _Child:
                 self.compiled.pop(cid, None)
             for mid in matcher_ids:
                 self.matchers.pop(mid, None)
+                self.searches.pop(mid, None)
             return None
         # Whether the request just before this one was an accept that returned an outcome other
         # than a rejection (``mask_if_accepted`` reads it); any other request, or a raise, clears it.
@@ -405,12 +417,39 @@ class _Child:
                 outcome = m.accept(*margs)
                 self.accepted = type(outcome).__name__ != "Rejected"
                 return outcome
+            if method in ("segment_search", "segment_more"):  # WorkerMatcher.segment_search
+                return self._search(mid, m, method, margs)
             return getattr(m, method)(*margs)
         if op == "ping":
             return os.getpid()
         if op == "census":  # the handles the child holds (what drops leave)
             return len(self.compiled), len(self.matchers)
         raise ValueError(f"unknown worker operation {op!r}")
+
+    def _search(self, mid: int, m: Any, method: str, margs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Start (``segment_search``) or go on with (``segment_more``) the segmentation search from
+        matcher ``mid`` for one time slice: ``("done", verdict, calls, mask_ms)``, ``("more", calls,
+        mask_ms)`` (the calls and mask times of this slice), or ``("raised", method, calls,
+        error_reply)`` when an engine call raised (the search is then over)."""
+        if method == "segment_search":
+            *args, slice_s = margs
+            self.searches[mid] = _ChildSearch(m, *args)
+        else:
+            (slice_s,) = margs
+        search = self.searches[mid]
+        try:
+            reply = search.run(slice_s)
+        except BaseException as e:  # noqa: BLE001 - an engine call raised: named and sent back
+            del self.searches[mid]
+            return (
+                "raised",
+                search.method,
+                search.take()[0],
+                _error_reply(e, self, "call", (mid, search.method, ())),
+            )
+        if reply[0] == "done":
+            del self.searches[mid]
+        return reply
 
     def fault_modules(self, op: str, args: tuple[Any, ...]) -> frozenset[str]:
         """The adapter modules an exception in ``op`` is judged by (:mod:`props.contract.attribution`):
@@ -428,6 +467,59 @@ class _Child:
             name for name in ("forced_bytes", "validate") if callable(getattr(matcher, name, None))
         )
         return mid, optional
+
+
+class _ChildSearch:
+    """A segmentation search (:func:`props.checks.segments.search_segmentations`) over an engine
+    matcher in the worker, run in time slices; counts the engine calls and times the masks, and knows
+    which method it was calling (``method``) when one raised."""
+
+    def __init__(self, root: Any, steps: Steps, length: int, eos: np.ndarray, size: int, budget: int) -> None:
+        self.root = root
+        self.args = (steps, length, eos, size, budget)
+        self.search: Generator[None, None, bool | None] | None = None
+        self.method = "mask"
+        self.calls = 0
+        self.mask_ms: list[float] = []
+
+    def _mask(self, m: Any) -> Any:
+        self.method = "mask"
+        self.calls += 1
+        t0 = time.perf_counter()
+        mask = m.mask()
+        self.mask_ms.append((time.perf_counter() - t0) * 1000)
+        return mask
+
+    def _fork_accept_mask(self, m: Any, token_id: int) -> tuple[Any, Any, Any]:
+        self.method = "fork"
+        self.calls += 1
+        child = m.fork()
+        self.method = "accept"
+        self.calls += 1
+        outcome = child.accept(token_id)
+        return child, outcome, None if rejected(outcome) else self._mask(child)
+
+    def take(self) -> tuple[int, list[float]]:
+        """The calls and mask times since the last take."""
+        out = (self.calls, self.mask_ms)
+        self.calls, self.mask_ms = 0, []
+        return out
+
+    def run(self, slice_s: float) -> tuple[Any, ...]:
+        until = time.perf_counter() + slice_s
+        if self.search is None:  # the root's mask is the search's first engine call
+            steps, length, eos, size, budget = self.args
+            root_mask = self._mask(self.root)
+            self.search = search_segmentations(
+                self.root, root_mask, steps, length, eos, size, budget, self._fork_accept_mask
+            )
+        try:
+            while True:
+                next(self.search)
+                if time.perf_counter() >= until:
+                    return ("more", *self.take())
+        except StopIteration as stop:
+            return ("done", stop.value, *self.take())
 
 
 def _error_reply(
@@ -792,9 +884,13 @@ class WorkerBackend:
             reply = proc.replies.recv()
         except (OSError, EOFError):
             self._dead(proc, op)
-        status = reply[0]
-        if status == "ok":
+        if reply[0] == "ok":
             return reply[1]
+        self._raise_reply(reply, op)
+
+    def _raise_reply(self, reply: tuple[Any, ...], op: str) -> NoReturn:
+        """Raise what an error reply from the child (:func:`_error_reply`) says (module doc)."""
+        status = reply[0]
         if status == "memory":
             raise WorkerMemoryExceeded(op, self.memory_mb, reply[1], self.name)
         if status == "adapter":
@@ -970,6 +1066,35 @@ class WorkerMatcher:
         (:meth:`accept_mask`), in one round trip."""
         child, (outcome, masked) = self._fork_then(lambda mid: self._accept_mask_parts(mid, token_id))
         return child, outcome, _masked(masked)
+
+    def segment_search(
+        self, steps: Steps, length: int, eos: np.ndarray, size: int, budget: int
+    ) -> tuple[bool | None, int, list[float]]:
+        """The segmentation search from this matcher (:func:`props.checks.segments.search_segmentations`),
+        run by the worker over its engine matcher in slices of :data:`SEARCH_SLICE_S`, each one call
+        with the timeout of one engine call more (a hung engine call is cut as any other): the
+        verdict, the engine calls made and each mask's milliseconds. An engine call that raised comes
+        as :class:`PartFailed` naming it, with the calls made."""
+        b = self._backend
+        calls, mask_ms = 0, []
+        method: str = "segment_search"
+        margs: tuple[Any, ...] = (steps, length, eos, size, budget, SEARCH_SLICE_S)
+        more: tuple[Any, ...] = (SEARCH_SLICE_S,)
+        while True:
+            with b._lock:
+                b._check_generation(self._generation, "segment_search")
+                reply = b._call("call", (self._mid, method, margs), b.timeout_s + SEARCH_SLICE_S)
+            if reply[0] == "raised":
+                _, part, made, error = reply
+                try:
+                    b._raise_reply(error, part)
+                except Exception as e:  # noqa: BLE001 - handed over with the part that raised
+                    raise PartFailed(part, e, calls + made) from e
+            calls += reply[-2]
+            mask_ms += reply[-1]
+            if reply[0] == "done":
+                return reply[1], calls, mask_ms
+            method, margs = "segment_more", more
 
     @staticmethod
     def _accept_mask_parts(mid: int, token_id: int) -> list[tuple[str, str, tuple[Any, ...]]]:

@@ -54,8 +54,10 @@ from props.contract.findings import SPECIAL_TOKEN_KINDS, Finding, Invariant, Spe
 from props.contract.operations import Op
 from refdecoder import JsonProfile, Spec, TokenGrammar
 from refdecoder import Matcher as RefMatcher
-from refdecoder.bitmask import num_words
 from tokenizers_matrix import Vocabulary
+
+from .bits import bits_at, mask_bits, same_bits
+from .segments import Steps, candidates, finish, search_segmentations
 
 __all__ = [
     "Target",
@@ -404,37 +406,6 @@ def _text_mask(v: Vocabulary, size: int) -> np.ndarray:
     return _per_vocabulary(_TEXT, v, size, build)
 
 
-def _words(mask: Any, size: int) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype="<i4")
-
-
-def mask_bits(mask: Any, size: int) -> np.ndarray:
-    """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
-    words = _words(mask, size)
-    bits = np.unpackbits(words.view(np.uint8), count=min(size, 32 * len(words)), bitorder="little")
-    return bits.view(bool)  # unpackbits gives 0/1 bytes: a bool view, not a copy
-
-
-def same_bits(a: Any, b: Any, size: int) -> bool:
-    """``np.array_equal(mask_bits(a, size), mask_bits(b, size))`` on the packed words: the bits
-    past ``size`` in the last word are not tokens, and a short row is unequal to a full one unless
-    both read the same (:func:`mask_bits` reads what a row holds)."""
-    wa, wb = _words(a, size), _words(b, size)
-    if len(wa) != len(wb) or len(wa) < num_words(size):
-        return bool(np.array_equal(mask_bits(a, size), mask_bits(b, size)))
-    tail = size - 32 * (len(wa) - 1)  # bits of the last word that are tokens, 1..32
-    # Python ints and bytes: numpy's scalar and array_equal calls cost more than these small rows.
-    if (int(wa[-1]) ^ int(wb[-1])) & ((1 << tail) - 1):
-        return False
-    return wa[:-1].tobytes() == wb[:-1].tobytes()
-
-
-def bits_at(mask: Any, size: int, ids: np.ndarray) -> np.ndarray:
-    """``mask_bits(mask, size)[ids]`` without unpacking the row (``ids`` below ``size``)."""
-    words = _words(mask, size)
-    return ((words[ids >> 5].astype(np.int64) >> (ids & 31)) & 1).astype(bool)
-
-
 class BackendFault(Exception):
     """An exception raised by backend code (not by maskcert): it becomes a ``crash``/``limits`` finding.
     Exceptions from maskcert's own code are not caught: they are bugs and must be loud."""
@@ -544,6 +515,39 @@ class Guarded:
             fused, token_id, ("fork", "accept", "mask"), lambda r: r[2] is None
         )
         return Guarded(inner), outcome, masked
+
+    def segment_search(
+        self, steps: Steps, length: int, eos: np.ndarray, size: int, budget: int
+    ) -> tuple[bool | None, list[float]] | None:
+        """The segmentation search from this matcher run whole by the backend where it offers
+        ``segment_search`` (a worker: every fork in its own process): the verdict and each mask's
+        milliseconds, the engine calls counted as the worker made them, faults as :meth:`_fused`
+        makes them (a part that raised names itself; a crash or a timeout names the search). None
+        where the backend runs no search (the caller runs it here)."""
+        fused = getattr(self.inner, "segment_search", None)
+        if fused is None:
+            return None
+        clock = current_clock()
+        calls = 1
+        if clock is not None:
+            clock.engine_enter()  # counts the first call
+        try:
+            verdict, calls, mask_ms = fused(steps, length, eos, size, budget)
+            return verdict, mask_ms
+        except PartFailed as e:
+            calls = max(1, e.calls)
+            if isinstance(e.error, AdapterFault):
+                raise e.error from None
+            raise _attributed(e.operation, getattr(self.inner, e.operation), e.error) from e.error
+        except AdapterFault:
+            raise
+        except Exception as e:  # noqa: BLE001 - as _call: anything but a typed outcome is a finding
+            raise _attributed("segmentation search", fused, e) from e
+        finally:
+            if clock is not None:
+                for _ in range(calls - 1):
+                    clock.count_call()
+                clock.engine_leave()
 
     def _timed_mask(self) -> tuple[Any, float]:
         t0 = time.perf_counter()
@@ -800,43 +804,21 @@ def _segmentation_exists(t: Target, data: bytes) -> bool | None:
 
 
 def _search_segmentations(t: Target, data: bytes) -> bool | None:
-    index = t.vocab.index
-    reach = index.reach(data)
-    budget = [_SEGMENTATION_FORKS]
-    # Per position: the tokens that match there and leave a segmentable rest, longest first. Masks
-    # are read at these ids (and EOS) only, packed as the backend returned them.
-    steps: dict[int, tuple[list[tuple[int, int]], np.ndarray]] = {}
-
-    def step(i: int) -> tuple[list[tuple[int, int]], np.ndarray]:
-        if i not in steps:
-            cands = [
-                (tok, end) for tok, end in sorted(index.matches(data, i), key=lambda te: -te[1]) if reach[end]
-            ]
-            steps[i] = cands, np.asarray([tok for tok, _ in cands], dtype=np.int64)
-        return steps[i]
-
-    def dfs(m: Any, i: int, packed: Any) -> bool | None:  # packed: m's mask
-        if i == len(data):
-            return bool(len(t.eos)) and bool(bits_at(packed, t.size, t.eos).any())
-        cands, ids = step(i)
-        unknown = False
-        for (tok, end), allowed in zip(cands, bits_at(packed, t.size, ids).tolist(), strict=True):
-            if not allowed:
-                continue
-            if budget[0] <= 0:
-                return None
-            budget[0] -= 1
-            child, outcome, child_packed = t.fork_accept_mask(m, tok)
-            if _rejected(outcome):
-                continue
-            found = dfs(child, end, child_packed)
-            if found:
-                return True
-            unknown = unknown or found is None
-        return None if unknown else False
-
+    """:func:`props.checks.segments.search_segmentations` from a fresh matcher: in the backend's
+    worker where it runs one (no round trip per fork), else here."""
+    steps = candidates(t.vocab.index, data)
     m = t.matcher()
-    return dfs(m, 0, t.backend_packed(m))
+    remote = m.segment_search(steps, len(data), t.eos, t.size, _SEGMENTATION_FORKS)
+    if remote is not None:
+        verdict, mask_ms = remote
+        t.timings["backend_mask_ms"].extend(mask_ms)
+        return verdict
+    root = t.backend_packed(m)
+    return finish(
+        search_segmentations(
+            m, root, steps, len(data), t.eos, t.size, _SEGMENTATION_FORKS, t.fork_accept_mask
+        )
+    )
 
 
 def _completeness(

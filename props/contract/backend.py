@@ -89,14 +89,17 @@ class BackendMatcher(Protocol):
 
 
 class PartFailed(Exception):
-    """One part of a combined call (``fork_accept``, ``accept_mask``, ``fork_accept_mask``) raised
-    ``error``; ``operation`` names the part (``"fork"``, ``"accept"`` or ``"mask"``), as if the parts
-    had been called one by one. The parts after it did not reach the engine."""
+    """One part of a combined call (``fork_accept``, ``accept_mask``, ``fork_accept_mask``, or a
+    worker's segmentation search) raised ``error``; ``operation`` names the part (``"fork"``,
+    ``"accept"`` or ``"mask"``), as if the parts had been called one by one. The parts after it did
+    not reach the engine; ``calls``, when known, counts the engine calls made, the failed one
+    included."""
 
-    def __init__(self, operation: str, error: Exception) -> None:
+    def __init__(self, operation: str, error: Exception, calls: int = 0) -> None:
         super().__init__(f"{operation}: {type(error).__name__}: {error}")
         self.operation = operation
         self.error = error
+        self.calls = calls
 
 
 @runtime_checkable
