@@ -24,6 +24,7 @@ from props.checks.invariants import (
 )
 from props.checks.stateful import draw_index, draw_list, draw_one
 from props.contract.findings import SpecKind, SpecRef
+from refdecoder.errors import StateError
 
 
 def _target(name: str) -> Target:
@@ -152,3 +153,30 @@ def test_draw_index_stays_in_range() -> None:
         assert 0 <= draw_index(data, n) < n
 
     draws()
+
+
+def test_a_state_machine_run_does_not_keep_its_target() -> None:
+    """Hypothesis keeps every state machine class it has run; the class holds its target weakly, so
+    the target (the spec's compiled reference and its caches) goes when certification lets it go, and
+    a JSONSchemaBench shard no longer grows by megabytes a spec."""
+    import gc
+    import weakref
+
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from props.checks.invariants import Target, prepare
+    from props.checks.stateful import machine_for
+
+    spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "array", "items": {"type": "integer"}}, "ints", "t")
+    t = prepare(ReferenceBackend(), spec, tm.byte_vocabulary())
+    assert isinstance(t, Target)
+    machine = machine_for(t)
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=3, stateful_step_count=4, database=None)
+    )
+    gone = weakref.ref(t)
+    del t
+    gc.collect()
+    assert gone() is None
+    with pytest.raises(StateError, match="released"):
+        machine()

@@ -15,6 +15,7 @@ from the current one).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
@@ -28,6 +29,7 @@ from props.contract.compat import DependencyError, dependency_versions
 from props.contract.findings import Finding, FindingFailure, Invariant
 from props.contract.operations import Op
 from refdecoder import Matcher as RefMatcher
+from refdecoder.errors import StateError
 
 T = TypeVar("T")
 
@@ -37,10 +39,14 @@ _MAX_PAIRS = 4
 
 
 def machine_for(t: Target) -> type[RuleBasedStateMachine]:
-    """A state machine class driving ``t``'s backend and reference side by side."""
+    """A state machine class driving ``t``'s backend and reference side by side. The class holds
+    ``t`` weakly: Hypothesis keeps every state machine class it has run for good (a class-level dict,
+    ``RuleBasedStateMachine._setup_state_per_class``), and a target holds its spec's compiled
+    reference with the masks and parser states it cached, megabytes each, so a JSONSchemaBench
+    shard grew by about 6 MB a spec until the kernel killed it (10.7 GB after 32 minutes)."""
 
     class Differential(_Differential):
-        target = t
+        target_ref = weakref.ref(t)
 
     Differential.__name__ = f"Differential[{t.backend.name}/{t.spec.name}/{t.vocab.name}]"
     return Differential
@@ -106,9 +112,16 @@ def _forced_bytes_ok(t: Target, got: bytes, want: bytes) -> bool:
 
 
 class _Differential(RuleBasedStateMachine):
-    """The rules and invariants of :func:`machine_for`'s machines; a subclass binds ``target``."""
+    """The rules and invariants of :func:`machine_for`'s machines; a subclass binds ``target_ref``."""
 
-    target: ClassVar[Target]
+    target_ref: ClassVar[weakref.ref[Target]]
+
+    @property
+    def target(self) -> Target:
+        t = type(self).target_ref()
+        if t is None:  # run after its certification let the target go: maskcert's bug, said loudly
+            raise StateError(f"{type(self).__name__}: the target was released before the machine ran")
+        return t
 
     def __init__(self) -> None:
         super().__init__()
