@@ -527,27 +527,13 @@ class Guarded:
         fused = getattr(self.inner, "segment_search", None)
         if fused is None:
             return None
-        clock = current_clock()
-        calls = 1
-        if clock is not None:
-            clock.engine_enter()  # counts the first call
-        try:
-            verdict, calls, mask_ms = fused(steps, length, eos, size, budget)
-            return verdict, mask_ms
-        except PartFailed as e:
-            calls = max(1, e.calls)
-            if isinstance(e.error, AdapterFault):
-                raise e.error from None
-            raise _attributed(e.operation, getattr(self.inner, e.operation), e.error) from e.error
-        except AdapterFault:
-            raise
-        except Exception as e:  # noqa: BLE001 - as _call: anything but a typed outcome is a finding
-            raise _attributed("segmentation search", fused, e) from e
-        finally:
-            if clock is not None:
-                for _ in range(calls - 1):
-                    clock.count_call()
-                clock.engine_leave()
+        verdict, _, mask_ms = self._counted(
+            lambda: fused(steps, length, eos, size, budget),
+            made=lambda r: int(r[1]),
+            made_before=lambda e: max(1, e.calls),
+            whole=("segmentation search", fused, 1),
+        )
+        return verdict, mask_ms
 
     def _timed_mask(self) -> tuple[Any, float]:
         t0 = time.perf_counter()
@@ -564,26 +550,44 @@ class Guarded:
         as :func:`_call` makes them, named by the part that raised (:class:`PartFailed`), and the
         engine calls counted as the parts that ran (the last one is skipped where ``last_skipped``
         says so of the result)."""
+        return self._counted(
+            lambda: fused(token_id),
+            made=lambda r: len(parts) - last_skipped(r),
+            made_before=lambda e: parts.index(e.operation) + 1,
+            whole=(parts[0], fused, len(parts)),
+        )
+
+    def _counted(
+        self,
+        call: Callable[[], Any],
+        made: Callable[[Any], int],
+        made_before: Callable[[PartFailed], int],
+        whole: tuple[str, Callable[..., Any], int],
+    ) -> Any:
+        """``call()``, which makes several engine calls (a combined call): counted on the clock as
+        ``made(result)`` calls, or ``made_before(e)`` when a part raised (:class:`PartFailed`, a
+        fault named by that part), or, when it failed as a whole (a crash, a timeout), as
+        ``whole = (operation, callable, calls)`` says."""
         clock = current_clock()
-        ran = len(parts)
+        operation, fn, calls = whole
         if clock is not None:
-            clock.engine_enter()  # counts the first part
+            clock.engine_enter()  # counts the first call
         try:
-            result = fused(token_id)
-            ran -= last_skipped(result)
+            result = call()
+            calls = made(result)
             return result
         except PartFailed as e:
-            ran = parts.index(e.operation) + 1
+            calls = made_before(e)
             if isinstance(e.error, AdapterFault):
                 raise e.error from None
             raise _attributed(e.operation, getattr(self.inner, e.operation), e.error) from e.error
         except AdapterFault:
             raise
         except Exception as e:  # noqa: BLE001 - as _call: anything but a typed outcome is a finding
-            raise _attributed(parts[0], fused, e) from e
+            raise _attributed(operation, fn, e) from e
         finally:
             if clock is not None:
-                for _ in range(ran - 1):
+                for _ in range(calls - 1):
                     clock.count_call()
                 clock.engine_leave()
 
