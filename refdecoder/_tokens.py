@@ -293,10 +293,6 @@ class TokenTrie:
             np.searchsorted(self.by_depth[d - 1], self.level_parent[d]) if d > 1 else np.zeros_like(level)
             for d, level in enumerate(self.by_depth)
         ]
-        # the tokens under each depth-1 node: a run in token order
-        first = self.by_depth[1] if self.max_depth else np.zeros(0, dtype=np.int64)
-        self.sub_tok_lo: list[int] = np.searchsorted(self.tok_node, first).tolist()
-        self.sub_tok_hi: list[int] = np.searchsorted(self.tok_node, self.skip[first]).tolist()
         self.root_child = [-1] * 256  # the depth-1 node of each byte
         for i in self.by_depth[1].tolist() if self.max_depth else []:
             self.root_child[labels[i]] = i
@@ -576,7 +572,7 @@ class _LexemeTables:
             for a, b in self._runs(d, pos):
                 alive_tok[a:b] = memo.alive[a:b]
             parts.append(memo.roots[self._under(memo.roots, trie.by_depth[d][pos])])
-        roots = np.sort(np.concatenate(parts)) if len(parts) > 1 else np.sort(roots)
+        roots = np.sort(np.concatenate(parts))
         for memo, d, pos in entries.fresh:  # their subtrees are final now, kept ones copied in
             for a, b in self._runs(d, pos):
                 memo.alive[a:b] = alive_tok[a:b]

@@ -415,7 +415,7 @@ class _Child:
                 return mask, (time.perf_counter() - t0) * 1000
             if method == "accept":
                 outcome = m.accept(*margs)
-                self.accepted = type(outcome).__name__ != "Rejected"
+                self.accepted = not rejected(outcome)
                 return outcome
             if method in ("segment_search", "segment_more"):  # WorkerMatcher.segment_search
                 return self._search(mid, m, method, margs)

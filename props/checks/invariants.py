@@ -58,6 +58,7 @@ from tokenizers_matrix import Vocabulary
 
 from .bits import bits_at, mask_bits, same_bits
 from .segments import Steps, candidates, finish, search_segmentations
+from .segments import rejected as _rejected
 
 __all__ = [
     "Target",
@@ -782,7 +783,7 @@ def _passes(t: Target, ids: Sequence[int], final_eos: bool = True) -> bool:
     """Whether a fresh backend matcher accepts ``ids`` (then EOS)."""
     m = t.matcher()
     for i in ids:
-        if type(m.accept(int(i))).__name__ == "Rejected":
+        if _rejected(m.accept(int(i))):
             return False
     if not final_eos:
         return True
@@ -1059,10 +1060,6 @@ def compare_step(
 
 
 # -- walks ----------------------------------------------------------------------------------------
-def _rejected(outcome: Any) -> bool:
-    return type(outcome).__name__ == "Rejected"
-
-
 def check_walk(t: Target, ids: Sequence[int], walk: str, end_with_eos: bool = True) -> list[Finding]:
     """Masks compared at every step of ``ids`` (a sequence the reference accepts; where
     ``t.compare_at`` says, at the steps where the language branches only), then EOS."""

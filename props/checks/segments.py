@@ -49,6 +49,7 @@ def candidates(index: _Index, data: bytes) -> Steps:
 
 
 def rejected(outcome: Any) -> bool:
+    """Whether an accept returned a rejection (by class name: every backend's ``Rejected`` type)."""
     return type(outcome).__name__ == "Rejected"
 
 
