@@ -534,6 +534,79 @@ def test_validator_reads_numbers_past_a_floats_range_exactly() -> None:
     assert violated_keyword(above, b"1e1000000000000000000") == "keyword ?"
 
 
+#: Patterns whose every feature ``re`` reads: anchors, classes, alternation, groups, lookaround,
+#: backreferences, lazy and bounded repeats, Unicode; each searched by ``re`` and by pattern_search.
+PATTERNS = [
+    r"^a+b?$",
+    r"[0-9]{2,3}",
+    r"^(?:foo|ba[rz])+$",
+    r"(?<=x)y",
+    r"(a)b\1",
+    r"^[^\s@]+@[^\s@]+$",
+    r"é.?日",
+    r"^$",
+    r"\bword\b",
+    r"a.*?b",
+    r"(?i)^abc",
+    r"^[a-z0-9_-]{3,16}$",
+    r"^(a|aa)+$",
+]
+
+
+@given(
+    pattern=st.sampled_from(PATTERNS),
+    text=st.one_of(
+        st.text(alphabet="ab9_xyz @é日.-\n", max_size=12), st.sampled_from(["aab", "word", "a@b"])
+    ),
+)
+def test_pattern_search_reads_patterns_as_re(pattern: str, text: str) -> None:
+    """The validator's timed search (``regex``'s VERSION0) finds what ``re`` finds, in part and in full."""
+    import re
+
+    from props.corpus._validate import pattern_search
+
+    assert pattern_search(pattern, text) == (re.search(pattern, text) is not None)
+    assert pattern_search(pattern, text, full=True) == (re.fullmatch(pattern, text) is not None)
+
+
+def test_a_pattern_search_that_backtracks_for_good_is_undecided() -> None:
+    """A backtracking blow-up in the validator (``^(a|aa)+$`` against 60 a's and a b: re takes longer
+    than a run; a MIME-type pattern held a dev-set shard that way) ends as a ``CorpusError`` naming the
+    pattern, for ``pattern``, ``patternProperties`` and regex specs, and certification's validator
+    reads it as "cannot judge" with a self-check note rather than hanging; a pattern ``re`` refuses
+    is still ``re.error``."""
+    import re
+
+    import tokenizers_matrix
+    from props.backends.reference import ReferenceBackend
+    from props.checks.invariants import UNDECIDED, Target, prepare
+    from props.corpus._validate import pattern_search
+
+    bad = "^(a|aa)+$"
+    text = "a" * 60 + "b"
+    with pytest.raises(CorpusError, match="backtracking"):
+        pattern_search(bad, text)
+    with pytest.raises(re.error):
+        pattern_search("(", "x")
+    schema = SpecRef(SpecKind.JSON_SCHEMA, {"type": "string", "pattern": bad}, "p", "test")
+    with pytest.raises(CorpusError, match="backtracking"):
+        validate_output(schema, json.dumps(text).encode())
+    assert validate_output(schema, b'"aaa"') is None and validate_output(schema, b'"ab"') is not None
+    props = SpecRef(SpecKind.JSON_SCHEMA, {"patternProperties": {bad: {"type": "null"}}}, "pp", "test")
+    with pytest.raises(CorpusError, match="backtracking"):
+        validate_output(props, json.dumps({text: 1}).encode())
+    assert (
+        validate_output(props, b'{"aa": 1}') is not None and validate_output(props, b'{"aa": null}') is None
+    )
+    regex_spec = SpecRef(SpecKind.REGEX, bad, "r", "test")
+    with pytest.raises(CorpusError, match="backtracking"):
+        validate_output(regex_spec, text.encode())
+    target = prepare(ReferenceBackend(), schema, tokenizers_matrix.get("byte"))
+    assert isinstance(target, Target)
+    assert target.validate(json.dumps(text).encode()) == UNDECIDED
+    assert any("cannot judge" in note and "backtracking" in note for note in target.self_check)
+
+
 def test_validator_reads_the_profile_draft_and_integer_texts() -> None:
     spec = SpecRef(SpecKind.JSON_SCHEMA, {"type": "integer"}, "t", "test", {"draft": "draft-04"})
     assert validate_output(spec, b"3") is None

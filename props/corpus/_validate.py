@@ -12,6 +12,14 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
   with ``number_spelling="canonical"`` is refused (a :class:`CorpusError`): its integer rule depends
   on the reference's reading of the schema's number predicates, and no independent reading is here.
 * Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
+
+Patterns (``pattern``, ``patternProperties``, regex specs) are searched by a backtracking engine,
+which takes exponential time on some pattern and text pairs (``((?:[a-z][\\w.-]+)+)$`` against
+``image/aaaa…aaa!``: a Github_trivial schema held a shard of the full dev-set run for good). Every
+such search goes through :func:`pattern_search`: ``re``'s reading (the pattern must compile under
+``re``), run by the ``regex`` package, whose ``VERSION0`` is ``re``'s semantics and whose search
+takes a timeout; a search past :data:`PATTERN_SECONDS` is a :class:`CorpusError` (the validator
+cannot judge that output: a self-check note, never a verdict).
 * GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
 * Lark grammars and structural tags: not here (a :class:`CorpusError`: their outputs hold special
@@ -30,6 +38,8 @@ from collections import OrderedDict
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
+
+import regex as regex_engine
 
 from props.contract.findings import SPECIAL_TOKEN_KINDS, SpecRef
 from props.corpus import _schema
@@ -283,6 +293,27 @@ def _canonical_metas(schema: Any) -> Any:
     return walk(schema)
 
 
+#: Seconds one pattern search may take (:func:`pattern_search`). An ordinary search takes microseconds,
+#: even over long texts; a backtracking blow-up takes minutes to forever, so the margin is wide.
+PATTERN_SECONDS = 0.25
+
+
+def pattern_search(pattern: str, text: str, *, full: bool = False) -> bool:
+    """Whether ``pattern`` matches in ``text`` (all of it with ``full``) as Python's ``re`` reads it,
+    searched with a timeout of :data:`PATTERN_SECONDS` (module doc). Raises ``re.error`` where
+    ``re`` does and :class:`CorpusError` on a search that runs past the timeout."""
+    re.compile(pattern)  # re's reading: a pattern re refuses raises re.error here, as before
+    search = regex_engine.fullmatch if full else regex_engine.search
+    try:
+        return search(pattern, text, flags=regex_engine.VERSION0, timeout=PATTERN_SECONDS) is not None
+    except TimeoutError as e:
+        raise CorpusError(
+            f"pattern {pattern[:60]!r}",
+            f"a search a backtracking engine ends within {PATTERN_SECONDS:g} s",
+            f"still backtracking on {len(text)} characters ({text[:40]!r}...)",
+        ) from e
+
+
 @functools.cache
 def _extended(cls: Any, legacy_dependencies: bool) -> Any:
     """``cls`` (a ``jsonschema`` validator class) with the readings :func:`_validator` applies: ECMA
@@ -296,12 +327,21 @@ def _extended(cls: Any, legacy_dependencies: bool) -> Any:
     original_pattern_properties = cls.VALIDATORS["patternProperties"]
 
     def pattern(validator: Any, p: Any, instance: Any, schema: Any) -> Any:
-        yield from original_pattern(validator, ecma_digits(p) if isinstance(p, str) else p, instance, schema)
+        if not isinstance(p, str) or not validator.is_type(instance, "string"):
+            yield from original_pattern(validator, p, instance, schema)
+            return
+        q = ecma_digits(p)
+        if not pattern_search(q, instance):  # jsonschema's pattern, with a timed search
+            yield jsonschema.ValidationError(f"{instance!r} does not match {q!r}")
 
     def pattern_properties(validator: Any, pp: Any, instance: Any, schema: Any) -> Any:
-        if isinstance(pp, dict):
-            pp = {ecma_digits(k): v for k, v in pp.items()}
-        yield from original_pattern_properties(validator, pp, instance, schema)
+        if not isinstance(pp, dict) or not validator.is_type(instance, "object"):
+            yield from original_pattern_properties(validator, pp, instance, schema)
+            return
+        for p, subschema in pp.items():  # jsonschema's patternProperties, with timed searches
+            for k, v in instance.items():
+                if pattern_search(ecma_digits(p), k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=p)
 
     def multiple_of(validator: Any, d: Any, instance: Any, schema: Any) -> Any:
         if not isinstance(instance, Decimal):
@@ -519,7 +559,7 @@ def validate_output(spec: SpecRef, data: bytes) -> str | None:
     if spec.kind == "regex":
         pattern, _ = _source_text(spec, "regex")
         try:
-            ok = re.fullmatch(pattern, text) is not None
+            ok = pattern_search(pattern, text, full=True)
         except re.error as e:
             raise CorpusError(f"regex {pattern[:60]!r}", "a Python regular expression", str(e)) from e
         return None if ok else f"{text[:80]!r} does not fully match /{pattern[:80]}/"
