@@ -11,21 +11,22 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
   under ``unicode_escapes="controls"``), property order, ``additionalProperties`` default. A profile
   with ``number_spelling="canonical"`` is refused (a :class:`CorpusError`): its integer rule depends
   on the reference's reading of the schema's number predicates, and no independent reading is here.
-* Regex: ``re.fullmatch`` (``refdecoder.Regex`` patterns are Python-flavoured; there is no other flavor).
-
-Patterns (``pattern``, ``patternProperties``, regex specs) are searched by a backtracking engine,
-which takes exponential time on some pattern and text pairs (``((?:[a-z][\\w.-]+)+)$`` against
-``image/aaaa…aaa!``: a Github_trivial schema held a shard of the full dev-set run for good). Every
-such search goes through :func:`pattern_search`: ``re``'s reading (the pattern must compile under
-``re``), run by the ``regex`` package, whose ``VERSION0`` is ``re``'s semantics and whose search
-takes a timeout; a search past :data:`PATTERN_SECONDS` is a :class:`CorpusError` (the validator
-cannot judge that output: a self-check note, never a verdict).
+* Regex: a full match in ``re``'s reading (``refdecoder.Regex`` patterns are Python-flavoured; there
+  is no other flavor), by :func:`pattern_search`.
 * GBNF: ``props.corpus.gbnf_check``, a second GBNF reader with its own Earley recognizer.
 * Choice: membership.
 * Lark grammars and structural tags: not here (a :class:`CorpusError`: their outputs hold special
   tokens). Structural tags have their own checker, ``props.corpus.structural_tag_check`` (it reads
   text and token ids); Lark has none yet, and certification judges Lark outputs by the reference
   grammar and names it as the validator (``Target.validator_name``).
+
+Patterns (``pattern``, ``patternProperties``, regex specs) are searched by a backtracking engine,
+which takes exponential time on some pattern and text pairs (``((?:[a-z][\\w.-]+)+)$`` against a
+long run of letters and a refused byte: a Github_trivial schema held a shard of the full dev-set run
+for good). Every such search goes through :func:`pattern_search`: ``re``'s reading (the pattern must
+compile under ``re``), run by the ``regex`` package, whose ``VERSION0`` is ``re``'s semantics and
+whose search takes a timeout; a search past :data:`PATTERN_SECONDS` is a :class:`CorpusError` (the
+validator cannot judge that output: a self-check note, never a verdict).
 """
 
 from __future__ import annotations
@@ -298,14 +299,27 @@ def _canonical_metas(schema: Any) -> Any:
 PATTERN_SECONDS = 0.25
 
 
+@functools.lru_cache(maxsize=1024)
+def _timed_pattern(pattern: str) -> Any:
+    """``pattern`` compiled once for :func:`pattern_search`: checked under ``re`` (a pattern ``re``
+    refuses raises ``re.error``, as the untimed search did), then compiled by ``regex``."""
+    re.compile(pattern)
+    try:
+        return regex_engine.compile(pattern, flags=regex_engine.VERSION0)
+    except regex_engine.error as e:
+        raise CorpusError(
+            f"pattern {pattern[:60]!r}", "a pattern the regex package reads as re does", str(e)
+        ) from e
+
+
 def pattern_search(pattern: str, text: str, *, full: bool = False) -> bool:
     """Whether ``pattern`` matches in ``text`` (all of it with ``full``) as Python's ``re`` reads it,
     searched with a timeout of :data:`PATTERN_SECONDS` (module doc). Raises ``re.error`` where
     ``re`` does and :class:`CorpusError` on a search that runs past the timeout."""
-    re.compile(pattern)  # re's reading: a pattern re refuses raises re.error here, as before
-    search = regex_engine.fullmatch if full else regex_engine.search
+    compiled = _timed_pattern(pattern)
+    search = compiled.fullmatch if full else compiled.search
     try:
-        return search(pattern, text, flags=regex_engine.VERSION0, timeout=PATTERN_SECONDS) is not None
+        return search(text, timeout=PATTERN_SECONDS) is not None
     except TimeoutError as e:
         raise CorpusError(
             f"pattern {pattern[:60]!r}",
@@ -339,9 +353,10 @@ def _extended(cls: Any, legacy_dependencies: bool) -> Any:
             yield from original_pattern_properties(validator, pp, instance, schema)
             return
         for p, subschema in pp.items():  # jsonschema's patternProperties, with timed searches
+            q = ecma_digits(p)
             for k, v in instance.items():
-                if pattern_search(ecma_digits(p), k):
-                    yield from validator.descend(v, subschema, path=k, schema_path=p)
+                if pattern_search(q, k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=q)
 
     def multiple_of(validator: Any, d: Any, instance: Any, schema: Any) -> Any:
         if not isinstance(instance, Decimal):
