@@ -79,7 +79,12 @@ def test_two_workers_give_the_serial_report() -> None:
     assert {"compile (both sides)", "valid walks", "backend masks", "reference masks"} <= set(
         profile["phases_s"]
     )
-    assert set(profile["setup_s"]) == {"load vocabularies", "load corpus", "start backend"}
+    assert set(profile["setup_s"]) == {
+        "load vocabularies",
+        "vocabulary tables",
+        "load corpus",
+        "start backend",
+    }
 
 
 def _has(module: str) -> bool:

@@ -71,6 +71,7 @@ __all__ = [
     "check_invalid",
     "check_serving",
     "backend_failure",
+    "vocabulary_tables",
 ]
 
 # How many distinct tokens of one kind of difference get certified at one step (the rest are
@@ -1119,17 +1120,22 @@ def _ref_at(t: Target, prefix: Sequence[int]) -> RefMatcher:
 
 def _weight(t: Target, tok: int) -> float:
     """Adversarial preference: EOS, byte-fallback, long, whitespace and rare (high-id) tokens."""
-    if tok in t.vocab.eos_ids:
+    return _token_weight(t.vocab, t.size, tok)
+
+
+def _token_weight(v: Vocabulary, size: int, tok: int) -> float:
+    """:func:`_weight` from the vocabulary alone (the per-vocabulary table is built from it)."""
+    if tok in v.eos_ids:
         return 4.0
-    b = t.vocab.token_bytes[tok] or b""
+    b = v.token_bytes[tok] or b""
     w = 1.0 + min(len(b), 16) / 4
-    if tok in t.vocab.byte_fallback_ids:
+    if tok in v.byte_fallback_ids:
         w += 3
     if any(c in b" \t\n\r" for c in b):
         w += 2
     if splits_character(b):
         w += 2
-    return w + 2 * tok / max(1, t.size)
+    return w + 2 * tok / max(1, size)
 
 
 # _weight for every token of a vocabulary, computed once per (vocabulary, size): the pickers below ask
@@ -1142,11 +1148,16 @@ _LENGTHS: dict[tuple[str, int], np.ndarray] = {}
 
 def token_lengths(t: Target) -> np.ndarray:
     """Each token's byte length (0 for tokens without bytes), memoized per vocabulary."""
+    return _vocab_lengths(t.vocab)
+
+
+def _vocab_lengths(v: Vocabulary) -> np.ndarray:
+    size = len(v)
     return _per_vocabulary(
         _LENGTHS,
-        t.vocab,
-        t.size,
-        lambda: np.array([len(t.vocab.token_bytes[i] or b"") for i in range(t.size)], dtype=np.int64),
+        v,
+        size,
+        lambda: np.array([len(v.token_bytes[i] or b"") for i in range(size)], dtype=np.int64),
     )
 
 
@@ -1156,12 +1167,15 @@ _LENGTH_KEYS: dict[tuple[str, int], np.ndarray | None] = {}
 def _length_keys(t: Target) -> np.ndarray | None:
     """Token lengths as int16 (NumPy's stable sort of them is a radix sort), memoized per vocabulary;
     None when a token is too long for the flag bit :func:`missing_order` sets above the length."""
+    return _vocab_length_keys(t.vocab)
 
+
+def _vocab_length_keys(v: Vocabulary) -> np.ndarray | None:
     def build() -> np.ndarray | None:
-        lengths = token_lengths(t)
+        lengths = _vocab_lengths(v)
         return None if len(lengths) and int(lengths.max()) >= 1 << 14 else lengths.astype(np.int16)
 
-    return _per_vocabulary(_LENGTH_KEYS, t.vocab, t.size, build)
+    return _per_vocabulary(_LENGTH_KEYS, v, len(v), build)
 
 
 def _ascending(ids: np.ndarray) -> bool:
@@ -1202,8 +1216,16 @@ def in_order(ids: np.ndarray, chunk: int = 64) -> Iterator[int]:
 
 def token_weights(t: Target) -> np.ndarray:
     """``_weight(t, i)`` for every token id ``i`` (float64, read-only), memoized per vocabulary."""
+    return _vocab_weights(t.vocab)
+
+
+def _vocab_weights(v: Vocabulary) -> np.ndarray:
+    size = len(v)
     return _per_vocabulary(
-        _WEIGHTS, t.vocab, t.size, lambda: np.array([_weight(t, i) for i in range(t.size)], dtype=np.float64)
+        _WEIGHTS,
+        v,
+        size,
+        lambda: np.array([_token_weight(v, size, i) for i in range(size)], dtype=np.float64),
     )
 
 
@@ -1213,9 +1235,24 @@ _ORDERS: dict[tuple[str, int], np.ndarray] = {}
 def preference_order(t: Target) -> np.ndarray:
     """Every token id, most preferred first (:func:`_weight` descending, then id ascending): one
     sort per vocabulary, memoized."""
-    return _per_vocabulary(
-        _ORDERS, t.vocab, t.size, lambda: np.lexsort((np.arange(t.size), -token_weights(t)))
-    )
+    return _vocab_order(t.vocab)
+
+
+def _vocab_order(v: Vocabulary) -> np.ndarray:
+    size = len(v)
+    return _per_vocabulary(_ORDERS, v, size, lambda: np.lexsort((np.arange(size), -_vocab_weights(v))))
+
+
+def vocabulary_tables(v: Vocabulary) -> None:
+    """Build the per-vocabulary tables the checks read (the vocabulary's prefix index, which the
+    segmentation search and witnesses read, text ids, token lengths and their sort keys, adversarial
+    weights and the preference order; memoized, so a second call costs nothing). They depend on the
+    vocabulary alone, and at 128k take about half a second: certify builds them at set-up, with the
+    token trie, so that this one-time cost is not charged to whichever spec needs them first."""
+    v.index  # noqa: B018 - a cached property: built here
+    _text_mask(v, len(v))
+    _vocab_length_keys(v)
+    _vocab_order(v)
 
 
 def by_weight(t: Target, ids: Sequence[int] | np.ndarray) -> np.ndarray:
