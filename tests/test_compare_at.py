@@ -27,6 +27,7 @@ from props.checks.witness import canonical_ids
 from props.contract.findings import Invariant, SpecKind, SpecRef
 from props.corpus import Case
 from refdecoder import Matcher as RefMatcher
+from refdecoder.bitmask import num_words
 
 PATTERN = "ab[cd]e"  # forced a, b; a branch between c and d; forced e; the end
 
@@ -139,8 +140,7 @@ def test_equal_masks_shortcut_finds_what_the_full_comparison_finds(
             # comparison must still report (its "specials").
             text = t.text.copy()
             text[1] = False
-            t.text = text
-            t.nontext_ids = np.setdiff1d(np.flatnonzero(~text), t.eos)
+            t.read_as_text(text)
         found: list[dict[str, Any]] = []
         for text in texts:
             ids = canonical_ids(v, text) or v.index.fewest_tokens(text)
@@ -203,3 +203,96 @@ def test_packed_comparison_sees_every_single_bit(size: int) -> None:
         b[bit >> 5] ^= np.int32(np.uint32(1 << (bit & 31)).view(np.int32))
         assert same_bits(a, b, size) == (bit >= size), bit
         assert same_bits(a, b, size) == np.array_equal(mask_bits(a, size), mask_bits(b, size)), bit
+
+
+_TARGETS: dict[str, Any] = {}
+
+
+def _target(vocab: str) -> tuple[Any, np.ndarray]:
+    """A target of the reference over ``vocab`` and its own text ids (built once per vocabulary: the
+    test sets the text ids it reads)."""
+    if vocab not in _TARGETS:
+        v = load_vocabularies([vocab])[0]
+        t = invariants.prepare(resolve_backend("reference", isolate=False), _JSON, v)
+        assert isinstance(t, invariants.Target), t
+        _TARGETS[vocab] = (t, t.text.copy())
+    return _TARGETS[vocab]
+
+
+@given(
+    vocab=st.sampled_from(["byte", "sp-bpe-bytefallback"]),
+    seed=st.integers(0, 2**32 - 1),
+    density=st.sampled_from([0.0, 0.02, 0.5, 0.98, 1.0]),
+    flips=st.lists(st.integers(0, 10**6), max_size=6),
+    non_text=st.lists(st.integers(0, 10**6), max_size=4),
+    extra_words=st.integers(0, 2),
+)
+def test_packed_differences_are_the_unpacked_ones(
+    vocab: str, seed: int, density: float, flips: list[int], non_text: list[int], extra_words: int
+) -> None:
+    """``_differences_packed`` against the definition ``_differences`` on the unpacked rows: random
+    rows of any density, rows that differ in a few bits (text, EOS, non-text ids, the last word's
+    bits past the vocabulary), rows longer than the vocabulary (a padded engine row: the rest is not
+    read), and text sets with non-text ids in them. A row shorter than the vocabulary is None."""
+    t, own_text = _target(vocab)
+    rng = np.random.default_rng(seed)
+    text = own_text.copy()
+    text[[i % t.size for i in non_text]] = False
+    text[t.eos] = False
+    t.read_as_text(text)
+    words = num_words(t.size) + extra_words
+    a = np.packbits(rng.random(words * 32) < density, bitorder="little").view("<i4").copy()
+    b = a.copy()
+    for f in [*flips, *(int(e) for e in t.eos)]:
+        bit = f % (32 * words)
+        b[bit >> 5] ^= np.int32(np.uint32(1 << (bit & 31)).view(np.int32))
+    for bp, rp in ((a, b), (b, a), (a, a)):
+        packed = invariants._differences_packed(t, bp, rp)
+        slow = invariants._differences(t, invariants.mask_bits(bp, t.size), invariants.mask_bits(rp, t.size))
+        assert packed is not None
+        assert packed[:4] == slow[:4]
+        assert packed[4].tolist() == slow[4].tolist() and packed[5].tolist() == slow[5].tolist()
+    assert invariants._differences_packed(t, a[: num_words(t.size) - 1], b) is None
+
+
+@pytest.mark.parametrize("vocab", ["byte", "bpe"])
+def test_compare_step_finds_the_same_on_packed_and_unpacked_differences(
+    vocab: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare_step with the packed differences and with the unpacked definition, fed the same
+    engine rows (the reference's, with bits flipped at every step: soundness, completeness, EOS and
+    an empty row), gives the same findings, checks and certificates."""
+    v = load_vocabularies([vocab])[0]
+    backend = resolve_backend("reference", isolate=False)
+    text = b'[1,"ab",1]'
+
+    def run(packed: bool) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        monkeypatch.setattr(invariants, "PACKED_DIFFERENCES", packed)
+        t = invariants.prepare(backend, _JSON, v)
+        assert isinstance(t, invariants.Target), t
+        ids = list(canonical_ids(v, text) or v.index.fewest_tokens(text) or [])
+        r, inner = RefMatcher(t.reference), t.matcher()
+        rng = np.random.default_rng(7)
+        found: list[dict[str, Any]] = []
+        for n in range(len(ids) + 1):
+            row = np.array(t.reference_packed(r), dtype=np.int32)
+            for variant in range(3):
+                bp = row.copy()
+                if variant == 1:
+                    for bit in rng.integers(0, t.size, 5):
+                        bp[bit >> 5] ^= np.int32(np.uint32(1 << int(bit & 31)).view(np.int32))
+                    for e in t.eos:
+                        bp[e >> 5] ^= np.int32(np.uint32(1 << int(e & 31)).view(np.int32))
+                elif variant == 2:
+                    bp[:] = 0
+                for f in invariants.compare_step(t, inner, r, ids[:n], "canonical", backend_row=bp):
+                    found.append({k: val for k, val in dataclasses.asdict(f).items() if k != "spec"})
+            if n < len(ids):
+                r.accept(int(ids[n]))
+                inner.accept(int(ids[n]))
+        return found, {str(k): c for k, c in t.checks.items()}
+
+    packed, unpacked = run(True), run(False)
+    assert packed == unpacked
+    kinds = {f["invariant"] for f in packed[0]}
+    assert {Invariant.LIVENESS, Invariant.EOS} <= kinds and len(kinds) >= 3, kinds

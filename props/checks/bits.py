@@ -9,16 +9,17 @@ import numpy as np
 
 from refdecoder.bitmask import num_words
 
-__all__ = ["mask_bits", "same_bits", "bits_at"]
+__all__ = ["row_words", "mask_bits", "same_bits", "bits_at"]
 
 
-def _words(mask: Any, size: int) -> np.ndarray:
+def row_words(mask: Any, size: int) -> np.ndarray:
+    """A row as its little-endian int32 words, at most the ``num_words(size)`` that hold tokens."""
     return np.ascontiguousarray(np.asarray(mask).reshape(-1)[: num_words(size)], dtype="<i4")
 
 
 def mask_bits(mask: Any, size: int) -> np.ndarray:
     """An int32 bitmask row (xgrammar's layout) as a bool array of length ``size``."""
-    words = _words(mask, size)
+    words = row_words(mask, size)
     bits = np.unpackbits(words.view(np.uint8), count=min(size, 32 * len(words)), bitorder="little")
     return bits.view(bool)  # unpackbits gives 0/1 bytes: a bool view, not a copy
 
@@ -27,7 +28,7 @@ def same_bits(a: Any, b: Any, size: int) -> bool:
     """``np.array_equal(mask_bits(a, size), mask_bits(b, size))`` on the packed words: the bits
     past ``size`` in the last word are not tokens, and a short row is unequal to a full one unless
     both read the same (:func:`mask_bits` reads what a row holds)."""
-    wa, wb = _words(a, size), _words(b, size)
+    wa, wb = row_words(a, size), row_words(b, size)
     if len(wa) != len(wb) or len(wa) < num_words(size):
         return bool(np.array_equal(mask_bits(a, size), mask_bits(b, size)))
     tail = size - 32 * (len(wa) - 1)  # bits of the last word that are tokens, 1..32
@@ -39,5 +40,5 @@ def same_bits(a: Any, b: Any, size: int) -> bool:
 
 def bits_at(mask: Any, size: int, ids: np.ndarray) -> np.ndarray:
     """``mask_bits(mask, size)[ids]`` without unpacking the row (``ids`` below ``size``)."""
-    words = _words(mask, size)
+    words = row_words(mask, size)
     return ((words[ids >> 5].astype(np.int64) >> (ids & 31)) & 1).astype(bool)
