@@ -13,6 +13,7 @@ import tokenizers_matrix as tm
 from props.backends.reference import ReferenceBackend
 from props.checks.invariants import (
     Target,
+    _by_rank,
     _weight,
     by_weight,
     extra_order,
@@ -49,6 +50,20 @@ def test_by_weight_orders_as_sorting_by_the_definition(ids: list[int]) -> None:
     ids = list(dict.fromkeys(i % t.size for i in ids))
     assert by_weight(t, ids).tolist() == sorted(ids, key=lambda i: (-_weight(t, i), i))
     assert by_weight(t, np.array(sorted(ids), dtype=np.int64)).tolist() == by_weight(t, ids).tolist()
+
+
+@given(
+    st.sampled_from(["bpe", "byte", "sp-bpe-bytefallback"]),
+    st.lists(st.integers(0, 10_000), max_size=400),
+)
+def test_by_weight_sorts_few_ids_by_rank_as_the_definition(name: str, ids: list[int]) -> None:
+    """Both ways of :func:`by_weight` (few ids sorted by rank, many kept in the preference order),
+    on lists with repeats, on either side of the threshold: the distinct ids sorted by the definition."""
+    t = _target(name)
+    ids = [i % t.size for i in ids]
+    want = sorted(set(ids), key=lambda i: (-_weight(t, i), i))
+    assert _by_rank(t, np.array(ids, dtype=np.int64)).tolist() == want
+    assert by_weight(t, ids).tolist() == want
 
 
 @given(st.lists(st.integers(0, 10_000), unique=True, min_size=1, max_size=300), st.integers(0, 2**32))

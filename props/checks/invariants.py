@@ -1109,6 +1109,13 @@ def _differences_packed(t: Target, bp: Any, rp: Any) -> Differences | None:
     )
 
 
+def allowed_ids(row: Any, size: int) -> np.ndarray:
+    """``np.flatnonzero(mask_bits(row, size))``: the ids a row allows, ascending, read off the words
+    that are not 0 (a row inside a structure allows a few hundred of 128k ids)."""
+    ids = _set_ids(row_words(row, size))
+    return ids[: np.searchsorted(ids, size)]
+
+
 def _set_ids(words: np.ndarray) -> np.ndarray:
     """The ids whose bits are set in a packed row (int32 words, xgrammar's layout), ascending."""
     nz = np.flatnonzero(words)
@@ -1319,17 +1326,43 @@ def vocabulary_tables(v: Vocabulary) -> None:
     v.index  # noqa: B018 - a cached property: built here
     _text_mask(v, len(v))
     _vocab_length_keys(v)
-    _vocab_order(v)
+    _vocab_rank(v)
 
 
 def by_weight(t: Target, ids: Sequence[int] | np.ndarray) -> np.ndarray:
     """The distinct ``ids`` most preferred first: :func:`preference_order` kept where an id is
     among them, so a step costs one pass over the vocabulary and no sort (a walk inside a string
-    allows most of a 129k vocabulary at every step)."""
+    allows most of a 129k vocabulary at every step). Fewer ids than a 64th of the vocabulary (a
+    walk inside a structure: a few hundred) are sorted by their place in that order instead
+    (:func:`_by_rank`, tested against this)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if len(ids) * 64 < t.size:
+        return _by_rank(t, ids)
     member = np.zeros(t.size, dtype=np.bool_)
-    member[np.asarray(ids, dtype=np.int64)] = True
+    member[ids] = True
     order = preference_order(t)
     return order[member[order]]
+
+
+def _by_rank(t: Target, ids: np.ndarray) -> np.ndarray:
+    """:func:`by_weight` by sorting: the distinct ``ids`` by their position in the preference order."""
+    distinct = np.unique(ids)
+    return distinct[np.argsort(_vocab_rank(t.vocab)[distinct], kind="stable")]
+
+
+_RANKS: dict[tuple[str, int], np.ndarray] = {}
+
+
+def _vocab_rank(v: Vocabulary) -> np.ndarray:
+    """Each id's position in :func:`preference_order` (its inverse permutation), per vocabulary."""
+
+    def build() -> np.ndarray:
+        order = _vocab_order(v)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return rank
+
+    return _per_vocabulary(_RANKS, v, len(v), build)
 
 
 def weighted_picker(rng: random.Random) -> Callable[[Target, np.ndarray], int]:
@@ -1364,16 +1397,16 @@ def adversarial_walk(
         for step in range(max_steps):
             pending = None
             # one mask per step: compared, then chosen from
-            bits = t.backend_mask(m) if row is None else mask_bits(row, t.size)
-            found += compare_step(t, m, r, ids, "adversarial", backend_bits=bits)
-            allowed = np.flatnonzero(bits)
+            packed = t.backend_packed(m) if row is None else row
+            found += compare_step(t, m, r, ids, "adversarial", backend_row=packed)
+            allowed = allowed_ids(packed, t.size)
             if not len(allowed):
                 break
             tok = int(pick(t, allowed))
             if _rejected(r.accept(tok)):
                 # compare_step has reported it (soundness or eos). Steer past it: choose again among
                 # the tokens both sides allow, so the walk reaches what lies behind a known defect.
-                both = np.flatnonzero(bits & t.reference_mask(r))
+                both = allowed[bits_at(t.reference_packed(r), t.size, allowed)]
                 if not len(both):
                     break
                 t.instances["adversarial/steered-past-soundness"] += 1
