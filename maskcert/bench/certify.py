@@ -16,7 +16,7 @@ maskcert calls the adapter, so through a worker the round trip counts as the eng
   number instances, searches, segmentation search, ..., minimization, report writing) maskcert's own
   and the engine's seconds per spec and the engine calls, largest first.
 
-One-time costs (vocabulary, corpus, backend start) are apart: they are not per spec. The table's
+One-time costs (vocabulary and its tables, corpus, backend start) are apart: they are not per spec. The table's
 ratio column compares each backend's marginal cost with the reference's certify of itself. The
 seconds above are wall-clock; ``process_cpu_s`` (this process's CPU over the run, per spec in the
 table) is maskcert's own work without the waiting, the figure to trust on a busy machine.
