@@ -14,7 +14,11 @@ Theory of operation. For each vocabulary and each corpus case, :func:`certify_ca
    its own certificate);
 4. runs three Hypothesis searches bounded by ``examples``: valid walks (with instances from
    hypothesis-jsonschema too), adversarial walks where the backend picks tokens, and the
-   :mod:`props.checks.stateful` machine; a failure is shrunk before it is recorded.
+   :mod:`props.checks.stateful` machine; a failure is recorded as Hypothesis first met it (replayed
+   once: an engine that answers otherwise is a determinism finding), and shrunk first only with
+   ``shrink_searches``: defect minimization shrinks each defect once, after the checks, and
+   shrinking every search's failure spec by spec doubled a run on an engine with a defect in most
+   specs (llguidance on JSONSchemaBench) for the same defects.
 
 Findings are deduplicated (:func:`props.contract.findings.dedupe`). The report is a frozen value
 (:class:`Report`) built once from the run's results; minimization, limits probes, the baseline and the
@@ -208,13 +212,13 @@ class CaseResult:
     clock: dict[str, Any] = field(default_factory=dict)
 
 
-def _search_settings(examples: int, steps: int = 12) -> settings:
+def _search_settings(examples: int, steps: int = 12, shrink: bool = False) -> settings:
     return settings(
         max_examples=examples,
         deadline=None,
         database=None,
         derandomize=False,
-        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        phases=[Phase.explicit, Phase.generate, *([Phase.shrink] if shrink else [])],
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.quiet,
         stateful_step_count=steps,
@@ -223,11 +227,12 @@ def _search_settings(examples: int, steps: int = 12) -> settings:
     )
 
 
-def _run_search(prop: Property, examples: int, seed: int, t: Target) -> list[Finding]:
-    """One Hypothesis search; a failure's findings after shrinking, a flaky failure as determinism."""
+def _run_search(prop: Property, examples: int, seed: int, t: Target, shrink: bool = False) -> list[Finding]:
+    """One Hypothesis search; a failure's findings (after shrinking, with ``shrink``), a flaky
+    failure as determinism."""
     if examples <= 0:
         return []
-    test: Any = hypothesis_seed(seed)(prop.runner(_search_settings(examples)))
+    test: Any = hypothesis_seed(seed)(prop.runner(_search_settings(examples, shrink=shrink)))
     # No example database (``_search_settings``), so no key: otherwise Hypothesis hashes the test's
     # source on every run (``function_digest``: inspect and ast, ~10 ms, three searches per target).
     test._hypothesis_internal_database_key = None
@@ -290,6 +295,7 @@ def certify_case(
     deadline: float | None = None,
     limits: Limits | None = None,
     compare_at: str = "auto",
+    shrink_searches: bool = False,
 ) -> CaseResult:
     """Every invariant on one case and one vocabulary (see the module doc); ``limits`` bound the
     reference's compile (default :class:`refdecoder.Limits`). When a worker backend's deadline cuts
@@ -306,7 +312,7 @@ def certify_case(
     result = CaseResult(case.name, vocab.name, "checked")
     cut: DeadlineReached | None = None
     try:
-        _check_target(t, case, rng, seed, examples, strings, deadline, result)
+        _check_target(t, case, rng, seed, examples, strings, deadline, result, shrink_searches)
     except BackendFault as e:  # a crash ends this case: the backend's state is unknown afterwards
         result.findings.append(t.fault(e))
         result.checks["crash"] += 1
@@ -338,6 +344,7 @@ def _check_target(
     strings: int,
     deadline: float | None,
     result: CaseResult,
+    shrink: bool = False,
 ) -> None:
     def out_of_time() -> bool:
         return deadline is not None and time.monotonic() > deadline
@@ -384,17 +391,17 @@ def _check_target(
     one = [(t, case)]
     with t.timed("search: valid walks"):
         result.findings += _run_search(
-            valid_walk_property(one, f"valid-walks/{t.spec.name}", give_up=True), examples, seed, t
+            valid_walk_property(one, f"valid-walks/{t.spec.name}", give_up=True), examples, seed, t, shrink
         )
     with t.timed("search: adversarial"):
         result.findings += _run_search(
-            adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t
+            adversarial_property(one, f"adversarial/{t.spec.name}"), examples, seed, t, shrink
         )
     if out_of_time():
         return
     with t.timed("search: stateful"):
         result.findings += _run_search(
-            Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t
+            Property(f"stateful/{t.spec.name}", machine=machine_for(t)), examples, seed, t, shrink
         )
 
 
@@ -1291,6 +1298,7 @@ class CertifyConfig:
     workers: int = 1
     cluster: str | None = None
     examples: int = 8
+    shrink_searches: bool = False  # shrink each search's failure before recording it (module doc)
     strings: int = 3
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     isolate: bool | None = None
@@ -1344,6 +1352,7 @@ class CertifyConfig:
             "limits": self.limits,
             "deadline": deadline,
             "compare_at": self.compare_at,
+            "shrink_searches": self.shrink_searches,
         }
 
     @property
@@ -1366,6 +1375,8 @@ class CertifyConfig:
             "examples": self.examples,
             "strings": self.strings,
         }
+        if self.shrink_searches:  # the findings differ (shrunk walks)
+            params["shrink_searches"] = True
         if self.limits is not None:
             params["limits"] = dataclasses.asdict(self.limits)
         if self.compile_limit_s != COMPILE_LIMIT_S:  # it decides which compiles are findings
