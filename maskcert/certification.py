@@ -96,6 +96,7 @@ from props.checks.invariants import (
     profile_spec_ref,
     weighted_picker,
 )
+from props.checks.invariants import vocabulary_tables as check_tables
 from props.checks.lexemes import check_numbers
 from props.checks.properties import (
     SEGMENTATIONS,
@@ -549,8 +550,6 @@ def vocabulary_tables(vocab: Any) -> None:
     (:func:`props.checks.invariants.vocabulary_tables`). Both are memoized on first use; certify builds
     them before the first spec (about 1.2 s at 128k), so that this one-time cost is counted as set-up,
     like loading the vocabulary, and not as the own time of whichever spec comes first."""
-    from props.checks.invariants import vocabulary_tables as check_tables
-
     token_trie(vocab)
     check_tables(vocab)
 
