@@ -23,9 +23,8 @@ the language of a spec, decided without ``refdecoder``'s compiler or matcher.
 Patterns (``pattern``, ``patternProperties``, regex specs) are searched by a backtracking engine,
 which takes exponential time on some pattern and text pairs (``((?:[a-z][\\w.-]+)+)$`` against a
 long run of letters and a refused byte: a Github_trivial schema held a shard of the full dev-set run
-for good). Every such search goes through :func:`pattern_search`: ``re``'s reading (the pattern must
-compile under ``re``), run by the ``regex`` package, whose ``VERSION0`` is ``re``'s semantics and
-whose search takes a timeout; a search past :data:`PATTERN_SECONDS` is a :class:`CorpusError` (the
+for good). Every such search goes through :func:`pattern_search`: ``re`` itself, under a ``SIGALRM``
+timer in the main thread; a search past :data:`PATTERN_SECONDS` is a :class:`CorpusError` (the
 validator cannot judge that output: a self-check note, never a verdict).
 """
 
@@ -35,12 +34,12 @@ import functools
 import json
 import math
 import re
+import signal
+import threading
 from collections import OrderedDict
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
-
-import regex as regex_engine
 
 from props.contract.findings import SPECIAL_TOKEN_KINDS, SpecRef
 from props.corpus import _schema
@@ -299,33 +298,44 @@ def _canonical_metas(schema: Any) -> Any:
 PATTERN_SECONDS = 0.25
 
 
-@functools.lru_cache(maxsize=1024)
-def _timed_pattern(pattern: str) -> Any:
-    """``pattern`` compiled once for :func:`pattern_search`: checked under ``re`` (a pattern ``re``
-    refuses raises ``re.error``, as the untimed search did), then compiled by ``regex``."""
-    re.compile(pattern)
-    try:
-        return regex_engine.compile(pattern, flags=regex_engine.VERSION0)
-    except regex_engine.error as e:
-        raise CorpusError(
-            f"pattern {pattern[:60]!r}", "a pattern the regex package reads as re does", str(e)
-        ) from e
+class _SearchTimeout(Exception):
+    """Raised by :func:`_alarm` in the search :func:`pattern_search` is running."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _SearchTimeout
 
 
 def pattern_search(pattern: str, text: str, *, full: bool = False) -> bool:
-    """Whether ``pattern`` matches in ``text`` (all of it with ``full``) as Python's ``re`` reads it,
-    searched with a timeout of :data:`PATTERN_SECONDS` (module doc). Raises ``re.error`` where
-    ``re`` does and :class:`CorpusError` on a search that runs past the timeout."""
-    compiled = _timed_pattern(pattern)
+    """Whether ``pattern`` matches in ``text`` (all of it with ``full``), searched by Python's ``re``
+    with a timeout of :data:`PATTERN_SECONDS` (module doc). Raises ``re.error`` where ``re`` does and
+    :class:`CorpusError` on a search that runs past the timeout.
+
+    The timeout is a ``SIGALRM`` timer: ``re`` checks for signals while it backtracks, so the handler
+    ends the search. Only the main thread receives signals, and a timer someone else set is left
+    alone: there (another thread; a timer running) the search has no timeout. The ``regex`` package's
+    timeout was used before, in its ``VERSION0`` mode; its ``\\w``, ``\\s`` and ``\\b`` are not
+    ``re``'s (``²``, ``\\x1c``, U+0085, combining marks), and the validator then judged some outputs
+    otherwise than the reference it checks."""
+    compiled = re.compile(pattern)
     search = compiled.fullmatch if full else compiled.search
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        return search(text) is not None
+    previous = signal.signal(signal.SIGALRM, _alarm)
     try:
-        return search(text, timeout=PATTERN_SECONDS) is not None
-    except TimeoutError as e:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, PATTERN_SECONDS)
+            return search(text) is not None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _SearchTimeout as e:
         raise CorpusError(
             f"pattern {pattern[:60]!r}",
             f"a search a backtracking engine ends within {PATTERN_SECONDS:g} s",
             f"still backtracking on {len(text)} characters ({text[:40]!r}...)",
         ) from e
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 @functools.cache
