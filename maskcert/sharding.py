@@ -23,6 +23,7 @@ unit to finish; what it did is not reported as done. A second signal ends the pr
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from props.backends.lifetime import kill_registered, signal_name
@@ -91,12 +93,20 @@ class StopFlag:
     def __call__(self) -> bool:
         return self._event.is_set()
 
-    def signalled(self, signum: int) -> None:
+    def signalled(self, signum: int, frame: FrameType | None = None) -> None:
         """A signal handler's entry: the first signal sets the flag and, inside :meth:`abortable` work
-        in this (the main) thread, raises :class:`Interrupted` there."""
+        in this (the main) thread, raises :class:`Interrupted` there -- except where the signal
+        interrupted a garbage-collector callback (``frame``, the handler's, is inside one: Hypothesis
+        keeps one). Python prints an exception raised there as "Exception ignored in" and drops it,
+        so the handler does not raise: the work stops where it next polls the flag."""
         first = not self()
         self.set(signum)
-        if first and self._abortable and threading.current_thread() is threading.main_thread():
+        if (
+            first
+            and self._abortable
+            and threading.current_thread() is threading.main_thread()
+            and not _in_gc_callback(frame)
+        ):
             raise Interrupted(signum)
 
     @contextlib.contextmanager
@@ -111,6 +121,16 @@ class StopFlag:
             yield
         finally:
             self._abortable -= 1
+
+
+def _in_gc_callback(frame: FrameType | None) -> bool:
+    """``frame`` or one of its callers runs a function in ``gc.callbacks``."""
+    codes = {getattr(cb, "__code__", None) for cb in gc.callbacks} - {None}
+    while frame is not None and codes:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 _active: StopFlag | None = None  # the flag of the outermost signals() scope of this process (or a worker's)
@@ -153,7 +173,7 @@ def signals(stop: StopFlag | None = None) -> Iterator[StopFlag]:
     def on_signal(signum: int, frame: Any) -> None:
         if flag.signal is not None:
             hard_exit(signum)
-        flag.signalled(signum)
+        flag.signalled(signum, frame)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, on_signal)
@@ -240,8 +260,8 @@ def _worker_main(
         die_with_parent(parent)
     global _active
     flag = _active = StopFlag()
-    signal.signal(signal.SIGTERM, lambda s, f: flag.signalled(s))
-    signal.signal(signal.SIGINT, lambda s, f: flag.signalled(s))
+    signal.signal(signal.SIGTERM, flag.signalled)
+    signal.signal(signal.SIGINT, flag.signalled)
     run(spec, messages.put, lambda: flag() or stop_event.is_set())
 
 

@@ -288,3 +288,54 @@ def test_sigterm_stops_the_main_job_with_143_and_the_unfinished_specs(tmp_path: 
     pairs = 2 * len(list(load_corpus("builtin")))  # two default tokenizers
     assert len(why["unfinished"]) + _checkpointed(out) == pairs
     assert len({(u["spec"], u["tokenizer"]) for u in why["unfinished"]}) == len(why["unfinished"])
+
+
+_GC_SIGNAL_SCRIPT = """
+import gc, os, signal, sys
+from maskcert.sharding import Interrupted, abortable, signals
+
+where = sys.argv[1]
+armed = [True]
+
+def on_gc(phase, info):
+    if phase == "start" and armed and where == "gc":
+        armed.clear()
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(100))  # Python code in the callback: the handler runs here
+
+gc.callbacks.append(on_gc)
+with signals() as flag:
+    try:
+        with abortable():
+            if where == "work":
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(100))
+            gc.collect()
+            print("work finished", flag(), flush=True)
+    except Interrupted as e:
+        print("abandoned", e.signum, flush=True)
+    try:
+        with abortable():
+            print("next work ran", flush=True)
+    except Interrupted as e:
+        print("next work refused", e.signum, flush=True)
+"""
+
+
+@pytest.mark.parametrize("where", ["gc", "work"])
+def test_a_signal_inside_a_gc_callback_sets_the_flag_without_a_swallowed_traceback(where: str) -> None:
+    """A stop signal that lands in a garbage-collector callback (Hypothesis registers one) must not
+    raise there: Python would print "Exception ignored in" with a traceback and drop the exception.
+    The flag is set, the work in progress finishes, and the next abortable work is refused. Landing
+    in the work itself, the signal abandons it at once, as before."""
+    done = subprocess.run(
+        [sys.executable, "-c", _GC_SIGNAL_SCRIPT, where],
+        env=_env("gc-signal", 0.0),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    first = "work finished True" if where == "gc" else "abandoned 15"
+    assert done.stdout.splitlines() == [first, "next work refused 15"], done.stdout
