@@ -332,3 +332,70 @@ def test_overlay_equals_sweep(seed: int) -> None:
     rng = random.Random(seed)
     ra, rb = _random_row(rng), _random_row(rng)
     assert _overlay(ra, rb) == _overlay_sweep(ra, rb)
+
+
+# -- no full garbage collection during a compile ---------------------------------------------------
+
+
+def test_a_compile_makes_no_full_collection_and_restores_the_threshold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a compile runs, the collector's third threshold is raised (no full collection), and it is
+    restored after the compile, whether the compile succeeds or is refused."""
+    import gc
+
+    from refdecoder import _compile
+
+    seen: list[tuple[int, int, int]] = []
+    real = _compile._compile
+
+    def spy(spec: object, limits: Limits) -> Grammar:
+        seen.append(gc.get_threshold())
+        return real(spec, limits)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_compile, "_compile", spy)
+    before = gc.get_threshold()
+    refdecoder.compile(Gbnf(chain(30) + "\n# collector test"))
+    assert seen[-1][2] == _compile.NO_FULL_COLLECTIONS and seen[-1][:2] == before[:2]
+    assert gc.get_threshold() == before
+    with pytest.raises(refdecoder.SpecError):
+        refdecoder.compile(Gbnf("root ::= missing-rule-collector-test"))
+    assert seen[-1][2] == _compile.NO_FULL_COLLECTIONS
+    assert gc.get_threshold() == before
+
+
+def test_overlapping_compiles_restore_the_threshold_once_the_last_one_ends() -> None:
+    """Compiles that overlap (nested, or in two threads) restore the threshold when the last one
+    ends, in whatever order they end."""
+    import gc
+    import threading
+
+    from refdecoder._compile import NO_FULL_COLLECTIONS, no_full_collections
+
+    before = gc.get_threshold()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    during: list[int] = []
+
+    def a() -> None:
+        with no_full_collections():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b() -> None:
+        a_in.wait(10)
+        with no_full_collections():
+            b_in.set()
+            a_out.wait(10)  # a ends first: b is still compiling
+            during.append(gc.get_threshold()[2])
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert during == [NO_FULL_COLLECTIONS]
+    assert gc.get_threshold() == before
+    with no_full_collections(), no_full_collections():
+        assert gc.get_threshold()[2] == NO_FULL_COLLECTIONS
+    assert gc.get_threshold() == before
