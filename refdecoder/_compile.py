@@ -49,7 +49,9 @@ def no_full_collections() -> Iterator[None]:
     than the grammar: doubling a 5,000-literal alternation cost 2.7x, doubling the rule chain 2.4x
     (``tests/bench_compile.py``); without full collections, 1.9-2.2x. The first compile to start
     raises the threshold and the last one to end restores it, so nested and concurrent compiles
-    leave it as they found it."""
+    leave it as they found it. Inside, ``_fsa._gc_paused`` still switches the collector off entirely
+    around the automaton builds that make no cyclic garbage; a whole compile may make some, so it
+    keeps the young collections."""
     global _compiles_running, _saved_threshold
     with _collector_lock:
         if _compiles_running == 0:

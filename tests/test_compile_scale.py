@@ -356,10 +356,12 @@ def test_a_compile_makes_no_full_collection_and_restores_the_threshold(
     monkeypatch.setattr(_compile, "_compile", spy)
     before = gc.get_threshold()
     refdecoder.compile(Gbnf(chain(30) + "\n# collector test"))
+    assert len(seen) == 1
     assert seen[-1][2] == _compile.NO_FULL_COLLECTIONS and seen[-1][:2] == before[:2]
     assert gc.get_threshold() == before
     with pytest.raises(refdecoder.SpecError):
         refdecoder.compile(Gbnf("root ::= missing-rule-collector-test"))
+    assert len(seen) == 2  # the refused spec reached the compile too: its threshold is the one read
     assert seen[-1][2] == _compile.NO_FULL_COLLECTIONS
     assert gc.get_threshold() == before
 
